@@ -1,0 +1,1 @@
+//! The task-graph discrete-event engine: tasks with dependencies and one demand each (occupy a unit, transfer bytes through a shared bandwidth resource, wait); integer picosecond time; deterministic event order.

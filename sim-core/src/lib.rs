@@ -1,0 +1,17 @@
+//! sim-core: the parts of tpusim that know nothing about TPUs.
+//!
+//! - [`time`]: simulated time in integer picoseconds and clocks that convert cycles to time.
+//! - [`layout`]: XLA shapes and layouts (parse, print, validate, sizes, index maps).
+//! - [`buffer`]: tiled buffers whose storage is in physical (tiled) order, padding included.
+//! - [`engine`]: the task-graph discrete-event engine.
+//! - [`memory`]: capacity accounting per memory space with peak tracking.
+//! - [`recorder`]: spans, flows and counters recorded by the engine for traces and reports.
+//!
+//! Architecture invariant: sim-core knows nothing about TPUs; chip facts live in sim-tpu.
+
+pub mod buffer;
+pub mod engine;
+pub mod layout;
+pub mod memory;
+pub mod recorder;
+pub mod time;

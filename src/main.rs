@@ -1,0 +1,75 @@
+//! tpusim: the command-line interface. Thin: parses arguments, calls the library crates, prints.
+//! Exit codes: 0 ok, 1 a check failed, 2 bad input or usage.
+
+mod cmd;
+
+use std::process::ExitCode;
+
+use clap::{Parser, Subcommand};
+
+/// Cycle-approximate simulator of Google TPU chips.
+#[derive(Parser)]
+#[command(name = "tpusim", version, about, long_about = None)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand)]
+enum Command {
+    /// XLA shapes and TPU layouts: canonical text, sizes, padding, index maps, pictures.
+    Layout(cmd::layout::Args),
+    /// SparseCore host preprocessing of embedding ids, as jax-tpu-embedding does it.
+    Preprocess(cmd::preprocess::Args),
+    /// Embedding limits: estimate from data, validate before compiling, compile-time check.
+    Limits(cmd::limits::Args),
+    /// Chip presets and their sources.
+    Chips(cmd::chips::Args),
+    /// Cost of one TensorCore or SparseCore op on a chip.
+    Op(cmd::op::Args),
+    /// Kernel selection for a small op graph: formats, precisions and the conversions inserted.
+    Select(cmd::select::Args),
+    /// SCALE-Sim-compatible systolic-array compute cycles.
+    Systolic(cmd::systolic::Args),
+    /// Simulate training steps of a recommender workload.
+    Run(cmd::run::Args),
+    /// Capacity sweeps over chips, chip counts and batch sizes.
+    Sweep(cmd::sweep::Args),
+    /// Teaching views: pipelining, limits.
+    Explain(cmd::explain::Args),
+    /// Run the built-in demo and write its report, trace and plots.
+    Demo(cmd::demo::Args),
+}
+
+fn main() -> ExitCode {
+    let cli = match Cli::try_parse() {
+        Ok(cli) => cli,
+        Err(e) => {
+            let _ = e.print();
+            return match e.kind() {
+                clap::error::ErrorKind::DisplayHelp | clap::error::ErrorKind::DisplayVersion => ExitCode::SUCCESS,
+                _ => ExitCode::from(2),
+            };
+        }
+    };
+    let result = match cli.command {
+        Command::Layout(a) => cmd::layout::run(a),
+        Command::Preprocess(a) => cmd::preprocess::run(a),
+        Command::Limits(a) => cmd::limits::run(a),
+        Command::Chips(a) => cmd::chips::run(a),
+        Command::Op(a) => cmd::op::run(a),
+        Command::Select(a) => cmd::select::run(a),
+        Command::Systolic(a) => cmd::systolic::run(a),
+        Command::Run(a) => cmd::run::run(a),
+        Command::Sweep(a) => cmd::sweep::run(a),
+        Command::Explain(a) => cmd::explain::run(a),
+        Command::Demo(a) => cmd::demo::run(a),
+    };
+    match result {
+        Ok(code) => ExitCode::from(code),
+        Err(e) => {
+            eprintln!("error: {e:#}");
+            ExitCode::from(2)
+        }
+    }
+}
