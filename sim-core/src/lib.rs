@@ -6,6 +6,7 @@
 //! - [`engine`]: the task-graph discrete-event engine.
 //! - [`memory`]: capacity accounting per memory space with peak tracking.
 //! - [`recorder`]: spans, flows and counters recorded by the engine for traces and reports.
+//! - [`summary`]: the run summary schema shared by workloads and reports.
 //!
 //! Architecture invariant: sim-core knows nothing about TPUs; chip facts live in sim-tpu.
 
@@ -14,4 +15,5 @@ pub mod engine;
 pub mod layout;
 pub mod memory;
 pub mod recorder;
+pub mod summary;
 pub mod time;
