@@ -43,12 +43,16 @@ pub struct TcParams {
     pub reduce_stream: f64,
     /// Multiplier on reduction rates for 16-bit operands.
     pub reduce_16bit_factor: f64,
-    /// Rank-2 transpose (minor dim changes: transpose unit), resident.
-    pub transpose_resident: f64,
-    /// Rank-2 transpose, streamed.
+    /// Rank-2 transpose (minor dim changes: transpose unit), streamed from HBM.
     pub transpose_stream: f64,
-    /// NCHW<->NHWC relayout copies, per input block.
+    /// Extra fixed cycles of a 16-bit transpose (packed rows are unpacked and repacked around the transpose unit).
+    pub transpose_16bit_cycles: f64,
+    /// Layout-changing copies from VMEM (NCHW<->NHWC, resident rank-2 transposes, convolution output relayout),
+    /// per input block.
     pub relayout: f64,
+    /// The input relayout copy of a convolution with fewer than 8 input channels, per 1024 elements of the
+    /// lane-padded NHWC input.
+    pub conv_input_copy: f64,
     /// Concatenate, resident (per output block).
     pub concat_resident: f64,
     /// Concatenate, streamed.
@@ -71,9 +75,13 @@ pub struct TcParams {
     pub mm_out_16bit: f64,
     /// Matmul epilogue per 1024 output elements with a 32-bit result.
     pub mm_out_32bit: f64,
+    /// Matmul accumulation per 1024 output elements for each contracting window but the last (f32 read-add-write).
+    pub mm_acc_32bit: f64,
+    /// Fixed cycles per window iteration of an MXU kernel (DMA issue, semaphore waits).
+    pub mxu_iter_cycles: f64,
     /// HBM bytes per cycle a matmul window pipeline streams.
     pub mm_hbm_bytes_per_cycle: f64,
-    /// Per-pass fixed cost of a small MXU op (weights load), cycles per 128x128 weight block.
+    /// Cycles to load one weight block into an MXU, per window iteration.
     pub mxu_weight_load_cycles: f64,
     /// Convolution MXU work relative to the equivalent matmul (per-tap windows, halo, relayout).
     pub conv_factor: f64,
@@ -94,9 +102,10 @@ impl TcParams {
             ("reduce_resident", &mut self.reduce_resident),
             ("reduce_stream", &mut self.reduce_stream),
             ("reduce_16bit_factor", &mut self.reduce_16bit_factor),
-            ("transpose_resident", &mut self.transpose_resident),
             ("transpose_stream", &mut self.transpose_stream),
+            ("transpose_16bit_cycles", &mut self.transpose_16bit_cycles),
             ("relayout", &mut self.relayout),
+            ("conv_input_copy", &mut self.conv_input_copy),
             ("concat_resident", &mut self.concat_resident),
             ("concat_stream", &mut self.concat_stream),
             ("matvec_base", &mut self.matvec_base),
@@ -108,6 +117,8 @@ impl TcParams {
             ("mxu_fp8_speedup", &mut self.mxu_fp8_speedup),
             ("mm_out_16bit", &mut self.mm_out_16bit),
             ("mm_out_32bit", &mut self.mm_out_32bit),
+            ("mm_acc_32bit", &mut self.mm_acc_32bit),
+            ("mxu_iter_cycles", &mut self.mxu_iter_cycles),
             ("mm_hbm_bytes_per_cycle", &mut self.mm_hbm_bytes_per_cycle),
             ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),
             ("conv_factor", &mut self.conv_factor),

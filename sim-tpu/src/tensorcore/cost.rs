@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::chip::{ChipModel, TcParams};
-use super::lower::{Kernel, VpuClass, Work};
+use super::lower::{Kernel, MxuWork, VpuClass, Work};
 use super::spec::Dtype;
 
 /// What limits an op.
@@ -62,6 +62,8 @@ pub struct KernelCost {
     pub cycles: u64,
     /// Pipeline windows (1 = resident in VMEM).
     pub windows: u64,
+    /// Peak VMEM of its windows (double-buffered), bytes.
+    pub vmem_bytes: u64,
     /// What limits it.
     pub bound: Bound,
     /// Launch, DMA-in, compute, DMA-out.
@@ -118,7 +120,8 @@ fn vpu_rates(p: &TcParams, class: VpuClass, elem_bytes: u64) -> (f64, f64) {
             p.reduce_resident * f16(p.reduce_16bit_factor),
             p.reduce_stream * f16(p.reduce_16bit_factor),
         ),
-        VpuClass::Transpose => (p.transpose_resident, p.transpose_stream),
+        VpuClass::Transpose => (p.relayout, p.transpose_stream),
+        VpuClass::ConvInputCopy => (p.conv_input_copy, p.conv_input_copy),
         VpuClass::Relayout => (p.relayout, p.relayout),
         VpuClass::Concat => (p.concat_resident, p.concat_stream),
         VpuClass::Matvec => {
@@ -150,11 +153,12 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
     let scoped = scoped_vmem_bytes(chip).max(1);
     // Double-buffered windows: each window holds at most half the scoped budget.
-    let windows = if resident {
+    let mut windows = if resident {
         1
     } else {
         (2 * total_bytes).div_ceil(scoped).max(2)
     };
+    let mut vmem_override = None;
     let (launch, body, compute, bound, unit) = match &k.work {
         Work::Vpu {
             class,
@@ -162,8 +166,13 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
             elem_bytes,
         } => {
             let (r_res, r_stream) = vpu_rates(p, *class, *elem_bytes);
-            let compute = blocks * r_res;
-            let body = if resident { compute } else { blocks * r_stream };
+            let fixed = if *class == VpuClass::Transpose && *elem_bytes == 2 {
+                p.transpose_16bit_cycles
+            } else {
+                0.0
+            };
+            let compute = blocks * r_res + fixed;
+            let body = if resident { compute } else { blocks * r_stream + fixed };
             // Streaming slower than computing from VMEM means the HBM pipeline is the limit.
             let bound = if !resident && body > 1.1 * compute {
                 Bound::Hbm
@@ -172,32 +181,17 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
             };
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
-        Work::Mxu {
-            pass_cycles,
-            weight_blocks,
-            dtype,
-            out_blocks,
-            out_bits,
-            conv,
-        } => {
-            let conv_f = if *conv { p.conv_factor } else { 1.0 };
-            let t_mxu = pass_cycles * mxu_dtype_factor(p, *dtype) * p.mxu_efficiency * conv_f
-                + weight_blocks * p.mxu_weight_load_cycles;
-            let r_out = if *out_bits <= 16 {
-                p.mm_out_16bit
-            } else {
-                p.mm_out_32bit
-            };
-            let t_vpu = out_blocks * r_out;
-            let t_hbm = total_bytes as f64 / p.mm_hbm_bytes_per_cycle.max(1e-9);
-            let (body, bound, unit) = if t_mxu >= t_vpu && t_mxu >= t_hbm {
-                (t_mxu, Bound::Mxu, Unit::Mxu)
-            } else if t_vpu >= t_hbm {
-                (t_vpu, Bound::Vpu, Unit::Vpu)
-            } else {
-                (t_hbm, Bound::Hbm, Unit::Mxu)
-            };
-            (p.mxu_launch_cycles, body, t_mxu, bound, unit)
+        Work::Mxu(w) => {
+            let plan = plan_mxu(w, chip);
+            windows = plan.iterations;
+            vmem_override = Some(plan.vmem_bytes);
+            (
+                p.mxu_launch_cycles,
+                plan.body_cycles,
+                plan.mxu_cycles,
+                plan.bound,
+                plan.unit,
+            )
         }
     };
     let launch_c = launch.max(0.0).round() as u64;
@@ -226,11 +220,141 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
         phase("compute", unit, compute.round() as u64, 0),
         phase("dma_out", Unit::Hbm, hbm_busy - in_share, k.out_bytes),
     ];
+    let vmem_bytes = vmem_override.unwrap_or(if windows <= 1 {
+        total_bytes
+    } else {
+        (2 * total_bytes).div_ceil(windows)
+    });
     KernelCost {
         name: k.name.to_string(),
         cycles: launch_c + body_c,
         windows,
+        vmem_bytes: vmem_bytes.min(scoped),
         bound,
         phases,
     }
+}
+
+/// The window plan the search picks for an MXU kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MxuPlan {
+    /// Output rows per window.
+    pub tm: u64,
+    /// Output columns per window.
+    pub tn: u64,
+    /// Contracting MXU-width blocks per window.
+    pub tkb: u64,
+    /// Window iterations (batch x M x N x K windows).
+    pub iterations: u64,
+    /// VMEM of the double-buffered windows plus the accumulator, bytes.
+    pub vmem_bytes: u64,
+    /// Pipeline body cycles (everything after launch).
+    pub body_cycles: f64,
+    /// MXU busy cycles.
+    pub mxu_cycles: f64,
+    /// What limits the steady state.
+    pub bound: Bound,
+    /// Unit of the compute phase.
+    pub unit: Unit,
+}
+
+/// Window counts tried along each dim: the compiler splits a dim into this many near-equal windows.
+const SPLITS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 43, 48, 64, 96, 128, 256];
+
+/// Searches window sizes that fit the scoped VMEM (double-buffered operands and result, plus an f32 accumulator
+/// when K is split) and returns the one with the fewest estimated cycles, as the compiler's window search does.
+pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
+    let p = &chip.params;
+    let width = chip.mxu.width;
+    let count = chip.mxu.count as f64;
+    let in_b = w.dtype.bytes() as f64;
+    let out_b = (w.out_bits / 8) as f64;
+    let m_pad = w.m.div_ceil(8) * 8;
+    let n_pad = w.n.div_ceil(128) * 128;
+    let k_tile = w.k.div_ceil(128) * 128;
+    // Contracting blocks: each tap contracts its own (padded) channels.
+    let kb_tap = k_tile.div_ceil(width);
+    let kb_total = w.taps * kb_tap;
+    let k_per_block = (k_tile as f64 / kb_tap as f64).min(width as f64);
+    let conv_f = if w.conv { p.conv_factor } else { 1.0 };
+    let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
+    let r_out = if w.out_bits <= 16 {
+        p.mm_out_16bit
+    } else {
+        p.mm_out_32bit
+    };
+    let bw = p.mm_hbm_bytes_per_cycle.max(1e-9);
+    let scoped = chip.scoped_vmem_bytes as f64;
+    let mut best: Option<MxuPlan> = None;
+    let mut fallback: Option<MxuPlan> = None;
+    let mut seen_m = Vec::new();
+    for &dm in SPLITS {
+        let tm = m_pad.div_ceil(dm).div_ceil(8) * 8;
+        if seen_m.contains(&tm) {
+            continue;
+        }
+        seen_m.push(tm);
+        let mut seen_n = Vec::new();
+        for &dn in SPLITS {
+            let tn = n_pad.div_ceil(dn).div_ceil(128) * 128;
+            if seen_n.contains(&tn) {
+                continue;
+            }
+            seen_n.push(tn);
+            let mut seen_k = Vec::new();
+            for &dk in SPLITS {
+                let tkb = kb_total.div_ceil(dk);
+                if seen_k.contains(&tkb) {
+                    continue;
+                }
+                seen_k.push(tkb);
+                let nk = kb_total.div_ceil(tkb);
+                let iterations = w.batch * m_pad.div_ceil(tm) * n_pad.div_ceil(tn) * nk;
+                let x_bytes = tm as f64 * tkb as f64 * k_per_block * in_b;
+                let w_bytes = tkb as f64 * k_per_block * tn as f64 * in_b;
+                let o_bytes = tm as f64 * tn as f64 * out_b;
+                let acc_bytes = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
+                let vmem = 2.0 * (x_bytes + w_bytes + o_bytes) + acc_bytes;
+                let n_passes = tn.div_ceil(width) as f64;
+                let mxu_iter = tm as f64 * tkb as f64 * n_passes / count * dtype_f
+                    + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles;
+                let out_blocks = tm as f64 * tn as f64 / 1024.0;
+                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
+                let dma_iter = (x_bytes + w_bytes + o_bytes / nk as f64) / bw;
+                let per = mxu_iter.max(vpu_iter).max(dma_iter) + p.mxu_iter_cycles;
+                let body = iterations as f64 * per + (x_bytes + w_bytes) / bw;
+                let (bound, unit) = if mxu_iter >= vpu_iter && mxu_iter >= dma_iter {
+                    (Bound::Mxu, Unit::Mxu)
+                } else if vpu_iter >= dma_iter {
+                    (Bound::Vpu, Unit::Vpu)
+                } else {
+                    (Bound::Hbm, Unit::Mxu)
+                };
+                let plan = MxuPlan {
+                    tm,
+                    tn,
+                    tkb,
+                    iterations,
+                    vmem_bytes: vmem as u64,
+                    body_cycles: body,
+                    mxu_cycles: iterations as f64 * mxu_iter,
+                    bound,
+                    unit,
+                };
+                let fits = vmem <= scoped;
+                let slot = if fits { &mut best } else { &mut fallback };
+                let better = match slot {
+                    None => true,
+                    Some(b) if fits => plan.body_cycles < b.body_cycles,
+                    Some(b) => plan.vmem_bytes < b.vmem_bytes,
+                };
+                if better {
+                    *slot = Some(plan);
+                }
+            }
+        }
+    }
+    // Every split list starts with 1, so at least one plan was recorded.
+    best.or(fallback)
+        .expect("window search visits at least one configuration")
 }

@@ -1,7 +1,6 @@
 //! Lowering: an op becomes the kernels (fusions) the XLA TPU compiler emits for it, each described by the work it
 //! does on padded tiles: HBM bytes in and out, VPU element blocks, MXU passes.
 
-use super::chip::ChipModel;
 use super::padding::{tpu_padded, PaddedArray};
 use super::spec::{Checked, ConvPadding, Dtype, EwKind, ReduceKind, TransposeKind};
 
@@ -27,6 +26,8 @@ pub enum VpuClass {
     Matvec,
     /// Outer product on the VPU (K = 1): one multiply per output element.
     Outer,
+    /// Relayout of a convolution input with very few channels into the lane-dense layout the MXU kernel reads.
+    ConvInputCopy,
 }
 
 /// The work of one kernel.
@@ -41,21 +42,30 @@ pub enum Work {
         /// Bytes per element of the governing array (16-bit factors, matvec weight bytes).
         elem_bytes: u64,
     },
-    /// An MXU kernel (convolution fusion), with its epilogue on the VPU.
-    Mxu {
-        /// Ideal MXU cycles: batch x rows(padded to 8) x K passes x N passes / MXUs.
-        pass_cycles: f64,
-        /// Weight blocks (width x width) loaded, per MXU.
-        weight_blocks: f64,
-        /// Operand element type.
-        dtype: Dtype,
-        /// Padded output elements / 1024.
-        out_blocks: f64,
-        /// Bits of the result element.
-        out_bits: u64,
-        /// Whether this is a convolution (per-tap windows).
-        conv: bool,
-    },
+    /// An MXU kernel (convolution fusion) with its epilogue on the VPU: `batch` products of `[m, taps*k] @
+    /// [taps*k, n]` (a convolution contracts over `taps` kernel positions of `k` input channels each).
+    Mxu(MxuWork),
+}
+
+/// The shape of an MXU kernel's work; the window search in [`super::cost`] tiles it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MxuWork {
+    /// Independent products (batch dim).
+    pub batch: u64,
+    /// Output rows.
+    pub m: u64,
+    /// Contracting elements per tap.
+    pub k: u64,
+    /// Output columns.
+    pub n: u64,
+    /// Kernel positions contracted (1 for a matmul, KH*KW for a convolution).
+    pub taps: u64,
+    /// Operand element type.
+    pub dtype: Dtype,
+    /// Bits of the result element.
+    pub out_bits: u64,
+    /// Whether this is a convolution (input windows with halos).
+    pub conv: bool,
 }
 
 /// One kernel of a lowered op.
@@ -81,10 +91,10 @@ fn logical_bytes(dtype: Dtype, dims: &[u64]) -> u64 {
     (dims.iter().product::<u64>() * dtype.bits()).div_ceil(8)
 }
 
-/// Lowers a validated op for `chip`; also returns the op's nominal FLOPs.
-pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
+/// Lowers a validated op; also returns the op's nominal FLOPs.
+pub(crate) fn lower(op: &Checked) -> (Vec<Kernel>, u64) {
     match op {
-        Checked::Matmul { b, m, k, n, dtype, mlp } => lower_matmul(*b, *m, *k, *n, *dtype, *mlp, chip),
+        Checked::Matmul { b, m, k, n, dtype, mlp } => lower_matmul(*b, *m, *k, *n, *dtype, *mlp),
         Checked::Elementwise { kind, shape, dtype, to } => {
             let (inputs, class, name) = match kind {
                 EwKind::Binary => (2, VpuClass::Binary, "elementwise"),
@@ -173,7 +183,7 @@ pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
             stride,
             padding,
             dtype,
-        } => lower_conv(*input, *kernel, *stride, *padding, *dtype, chip),
+        } => lower_conv(*input, *kernel, *stride, *padding, *dtype),
     }
 }
 
@@ -203,7 +213,7 @@ fn matmul_operands(
     (x, w, o, bias)
 }
 
-fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {
+fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool) -> (Vec<Kernel>, u64) {
     let flops = 2 * b * m * k * n;
     let (x, w, o, bias_bytes) = matmul_operands(b, m, k, n, dtype, mlp);
     let out_t = dtype.matmul_result();
@@ -224,19 +234,16 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
             elem_bytes: out_t.bytes(),
         }
     } else {
-        let width = chip.mxu.width;
-        let count = chip.mxu.count as f64;
-        let kp = k.div_ceil(width) as f64;
-        let np = n.div_ceil(width) as f64;
-        let rows = (m.div_ceil(8) * 8) as f64;
-        Work::Mxu {
-            pass_cycles: b as f64 * rows * kp * np / count,
-            weight_blocks: b as f64 * kp * np / count,
+        Work::Mxu(MxuWork {
+            batch: b,
+            m,
+            k,
+            n,
+            taps: 1,
             dtype,
-            out_blocks: blocks(&o),
             out_bits: out_t.bits(),
             conv: false,
-        }
+        })
     };
     let name = match work {
         Work::Mxu { .. } => "convolution fusion",
@@ -268,7 +275,6 @@ fn lower_conv(
     stride: u64,
     padding: ConvPadding,
     dtype: Dtype,
-    chip: &ChipModel,
 ) -> (Vec<Kernel>, u64) {
     let [nb, h, w, cin] = input;
     let [kh, kw, _, cout] = kernel;
@@ -282,28 +288,53 @@ fn lower_conv(
     let m = nb * ho * wo;
     let taps = kh * kw;
     let flops = 2 * m * taps * cin * cout;
-    let width = chip.mxu.width;
-    let count = chip.mxu.count as f64;
-    let kp = cin.div_ceil(width) as f64;
-    let np = cout.div_ceil(width) as f64;
-    let rows = (m.div_ceil(8) * 8) as f64;
-    let work = Work::Mxu {
-        pass_cycles: rows * taps as f64 * kp * np / count,
-        weight_blocks: taps as f64 * kp * np / count,
+    let work = Work::Mxu(MxuWork {
+        batch: 1,
+        m,
+        k: cin,
+        n: cout,
+        taps,
         dtype,
-        out_blocks: blocks(&o),
         out_bits: out_t.bits(),
         conv: true,
-    };
-    let unpadded = logical_bytes(dtype, &input) + logical_bytes(dtype, &kernel) + logical_bytes(out_t, &out_dims);
-    (
-        vec![Kernel {
-            name: "convolution fusion",
-            work,
-            in_bytes: x.bytes() + k.bytes(),
+    });
+    let mut kernels = Vec::new();
+    // Fewer than 8 input channels: the compiler first copies the input into a lane-dense layout.
+    if cin < 8 {
+        let dense = [nb, h, w, 128];
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::ConvInputCopy,
+                blocks: blocks(&tpu_padded(dtype, &dense)),
+                elem_bytes: dtype.bytes(),
+            },
+            in_bytes: x.bytes(),
+            out_bytes: x.bytes(),
+            unpadded_bytes: 2 * logical_bytes(dtype, &input),
+        });
+    }
+    kernels.push(Kernel {
+        name: "convolution fusion",
+        work,
+        in_bytes: x.bytes() + k.bytes(),
+        out_bytes: o.bytes(),
+        unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(dtype, &kernel) + logical_bytes(out_t, &out_dims),
+    });
+    // Output channels that do not fill the 128 lanes: the kernel writes a lane-padded result that a copy relayouts.
+    if cout % 128 != 0 {
+        let internal = [nb, ho, wo, cout.div_ceil(128) * 128];
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::Relayout,
+                blocks: blocks(&tpu_padded(out_t, &internal)),
+                elem_bytes: out_t.bytes(),
+            },
+            in_bytes: o.bytes(),
             out_bytes: o.bytes(),
-            unpadded_bytes: unpadded,
-        }],
-        flops,
-    )
+            unpadded_bytes: 2 * logical_bytes(out_t, &out_dims),
+        });
+    }
+    (kernels, flops)
 }

@@ -56,7 +56,7 @@ pub enum OpError {
 /// Costs `op` on `chip`: cycles, time, FLOPs, HBM bytes (padded and logical), VMEM, bound and phases.
 pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
-    let (kernels, flops) = lower::lower(&checked, chip);
+    let (kernels, flops) = lower::lower(&checked);
     let mut hbm_bytes = 0;
     let mut hbm_bytes_unpadded = 0;
     let mut vmem_bytes = 0;
@@ -65,13 +65,7 @@ pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
         let kc = cost::time_kernel(k, chip);
         hbm_bytes += k.in_bytes + k.out_bytes;
         hbm_bytes_unpadded += k.unpadded_bytes;
-        let footprint = k.in_bytes + k.out_bytes;
-        let vmem = if kc.windows <= 1 {
-            footprint
-        } else {
-            (2 * footprint).div_ceil(kc.windows)
-        };
-        vmem_bytes = vmem_bytes.max(vmem.min(chip.scoped_vmem_bytes));
+        vmem_bytes = vmem_bytes.max(kc.vmem_bytes);
         costs.push(kc);
     }
     let cycles: u64 = costs.iter().map(|k| k.cycles).sum();
