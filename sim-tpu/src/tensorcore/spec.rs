@@ -238,6 +238,33 @@ pub const OP_NAMES: &[&str] = &[
     "convert",
 ];
 
+/// Points a serde message at the `params` field it is about: the field named in backquotes (missing/unknown
+/// field), else the field whose value is the offending text or number.
+fn serde_error_field(msg: &str, params: &serde_json::Value) -> String {
+    let quoted = msg.split('`').nth(1).unwrap_or("");
+    let obj = match params.as_object() {
+        Some(o) => o,
+        None => return "params".into(),
+    };
+    if msg.starts_with("missing field") || msg.starts_with("unknown field") {
+        return format!("params.{quoted}");
+    }
+    for (k, v) in obj {
+        let hit = match v {
+            serde_json::Value::String(s) => s == quoted || msg.contains(&format!("\"{s}\"")),
+            serde_json::Value::Number(n) => msg.contains(&format!("`{n}`")) || msg.contains(&format!(" {n},")),
+            serde_json::Value::Array(a) => {
+                a.iter().any(|x| !x.is_number() && !x.is_array()) && msg.contains("expected")
+            }
+            _ => msg.contains(&format!("{v}")),
+        };
+        if hit {
+            return format!("params.{k}");
+        }
+    }
+    "params".into()
+}
+
 fn dim(field: &str, v: i64) -> Result<u64, OpError> {
     if v <= 0 {
         return Err(OpError::InvalidParam {
@@ -397,8 +424,8 @@ impl OpSpec {
             });
         }
         let spec: OpSpec = serde_json::from_value(value.clone()).map_err(|e| OpError::InvalidParam {
-            field: format!("params ({op})"),
-            reason: e.to_string(),
+            field: serde_error_field(&e.to_string(), &obj["params"]),
+            reason: format!("{e} (op `{op}`)"),
         })?;
         spec.check()?;
         Ok(spec)
