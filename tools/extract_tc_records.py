@@ -14,6 +14,8 @@ for line in open(src):
                      'iteration_bounds': (i.get('window_config') or {}).get('iteration_bounds')}
                     for i in r['instructions'] if 'estimated_cycles' in i],
         'flops': r['cost_analysis'].get('flops'),
+        'argument_bytes': r['memory_analysis']['argument_size_in_bytes'],
+        'output_bytes': r['memory_analysis']['output_size_in_bytes'],
     }
     out.write(json.dumps(rec, separators=(',', ':')) + '\n')
     n += 1

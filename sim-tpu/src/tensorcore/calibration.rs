@@ -25,6 +25,12 @@ pub struct CalibRecord {
     /// Entry result shape with its layout.
     #[serde(default)]
     pub entry_result: String,
+    /// The compiler's padded parameter bytes (`memory_analysis().argument_size_in_bytes`).
+    #[serde(default)]
+    pub argument_bytes: u64,
+    /// The compiler's padded result bytes.
+    #[serde(default)]
+    pub output_bytes: u64,
 }
 
 impl CalibRecord {

@@ -52,10 +52,12 @@ impl Dtype {
             Dtype::Float8E5m2 => "f8e5m2",
         }
     }
-    /// The result type of a matmul on this input type (int8 accumulates into s32, as XLA emits it).
+    /// The result type of a matmul on this input type, as in the compiled records: int8 accumulates into s32,
+    /// fp8 returns bf16.
     pub fn matmul_result(self) -> Dtype {
         match self {
             Dtype::Int8 => Dtype::Int32,
+            Dtype::Float8E4m3fn | Dtype::Float8E5m2 => Dtype::Bfloat16,
             other => other,
         }
     }
