@@ -77,9 +77,12 @@ pub struct TcParams {
     pub mm_out_32bit: f64,
     /// Matmul accumulation per 1024 output elements for each contracting window but the last (f32 read-add-write).
     pub mm_acc_32bit: f64,
+    /// Fraction of the matmul epilogue (per-window VPU work) that does not overlap the MXU, 0..1.
+    pub mm_epilogue_serial: f64,
     /// Fixed cycles per window iteration of an MXU kernel (DMA issue, semaphore waits).
     pub mxu_iter_cycles: f64,
-    /// HBM bytes per cycle a matmul window pipeline streams.
+    /// HBM bytes per cycle a window pipeline streams: the compiler's modelled HBM bandwidth over its clock
+    /// (reference/chips.md: 491, 738, 2350, 1638, 3686 GB/s), not fitted.
     pub mm_hbm_bytes_per_cycle: f64,
     /// Cycles to load one weight block into an MXU, per window iteration.
     pub mxu_weight_load_cycles: f64,
@@ -118,6 +121,7 @@ impl TcParams {
             ("mm_out_16bit", &mut self.mm_out_16bit),
             ("mm_out_32bit", &mut self.mm_out_32bit),
             ("mm_acc_32bit", &mut self.mm_acc_32bit),
+            ("mm_epilogue_serial", &mut self.mm_epilogue_serial),
             ("mxu_iter_cycles", &mut self.mxu_iter_cycles),
             ("mm_hbm_bytes_per_cycle", &mut self.mm_hbm_bytes_per_cycle),
             ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),

@@ -310,25 +310,36 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
                 seen_k.push(tkb);
                 let nk = kb_total.div_ceil(tkb);
                 let iterations = w.batch * m_pad.div_ceil(tm) * n_pad.div_ceil(tn) * nk;
-                let x_bytes = tm as f64 * tkb as f64 * k_per_block * in_b;
+                // A convolution reads input rows once for all taps of its window (no im2col copy in HBM).
+                let x_blocks = if w.conv { tkb.min(kb_tap) } else { tkb };
+                let x_bytes = tm as f64 * x_blocks as f64 * k_per_block * in_b;
                 let w_bytes = tkb as f64 * k_per_block * tn as f64 * in_b;
                 let o_bytes = tm as f64 * tn as f64 * out_b;
                 let acc_bytes = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
-                let vmem = 2.0 * (x_bytes + w_bytes + o_bytes) + acc_bytes;
+                let vmem = 2.0 * (x_bytes + w_bytes) + o_bytes + acc_bytes;
                 let n_passes = tn.div_ceil(width) as f64;
                 let mxu_iter = tm as f64 * tkb as f64 * n_passes / count * dtype_f
                     + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles;
                 let out_blocks = tm as f64 * tn as f64 / 1024.0;
                 let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
-                let dma_iter = (x_bytes + w_bytes + o_bytes / nk as f64) / bw;
-                let per = mxu_iter.max(vpu_iter).max(dma_iter) + p.mxu_iter_cycles;
+                // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
+                // does not change between consecutive iterations is not fetched again.
+                let (nm, nn) = (m_pad.div_ceil(tm), n_pad.div_ceil(tn));
+                let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
+                let w_fetches = if nk == 1 { nn } else { nn * nm * nk };
+                let dma_bytes = w.batch as f64
+                    * (x_fetches as f64 * x_bytes + w_fetches as f64 * w_bytes + (nn * nm) as f64 * o_bytes);
+                let dma_iter = dma_bytes / iterations as f64 / bw;
+                // The epilogue (result drain, accumulate, convert) overlaps the MXU only partly.
+                let compute_iter = (mxu_iter + p.mm_epilogue_serial * vpu_iter).max(vpu_iter);
+                let per = compute_iter.max(dma_iter) + p.mxu_iter_cycles;
                 let body = iterations as f64 * per + (x_bytes + w_bytes) / bw;
-                let (bound, unit) = if mxu_iter >= vpu_iter && mxu_iter >= dma_iter {
-                    (Bound::Mxu, Unit::Mxu)
-                } else if vpu_iter >= dma_iter {
-                    (Bound::Vpu, Unit::Vpu)
-                } else {
+                let (bound, unit) = if dma_iter > compute_iter {
                     (Bound::Hbm, Unit::Mxu)
+                } else if mxu_iter >= vpu_iter {
+                    (Bound::Mxu, Unit::Mxu)
+                } else {
+                    (Bound::Vpu, Unit::Vpu)
                 };
                 let plan = MxuPlan {
                     tm,
