@@ -2,7 +2,7 @@
 //! log of each constant minimising the mean absolute log error. The model's structure (padding, windows, MXU
 //! passes) is fixed; only its per-generation rates move.
 //!
-//! `cargo run --release -p sim-tpu --example tensorcore_fit -- [--holdout PCT] [--write]`
+//! `cargo run --release -p sim-tpu --example tensorcore_fit -- [--holdout PCT] [--restarts N] [--write]`
 //! `--holdout 30` fits on the 70% training cases only (to estimate generalisation); `--write` rewrites
 //! sim-tpu/src/tensorcore/calibration.json.
 
@@ -12,7 +12,12 @@ use sim_tpu::tensorcore::calibration::{compare, parse_records, report, CalibReco
 use sim_tpu::tensorcore::{cost, Calibration, ChipModel};
 
 /// Constants set from published facts or structural thresholds, never fitted.
-const FIXED: &[&str] = &["resident_limit_bytes", "mxu_int8_speedup", "mxu_fp8_speedup"];
+const FIXED: &[&str] = &[
+    "resident_limit_bytes",
+    "mxu_int8_speedup",
+    "mxu_fp8_speedup",
+    "mxu_f32_factor",
+];
 
 /// The compiler's modelled HBM bandwidth per cycle (reference/chips.md), the anchor for the fitted streaming rate.
 fn modelled_hbm_bytes_per_cycle(chip: &str) -> f64 {
@@ -55,7 +60,7 @@ fn loss(records: &[&CalibRecord], chip: &ChipModel) -> f64 {
     sum / records.len().max(1) as f64
 }
 
-fn fit_chip(records: &[&CalibRecord], chip: &mut ChipModel) {
+fn descend(records: &[&CalibRecord], chip: &mut ChipModel) -> f64 {
     let steps = [2.0, 1.5, 1.25, 1.1, 1.05, 1.02, 1.01];
     let mut best = loss(records, chip);
     for &step in &steps {
@@ -67,15 +72,7 @@ fn fit_chip(records: &[&CalibRecord], chip: &mut ChipModel) {
                     continue;
                 }
                 for f in [step, 1.0 / step] {
-                    let chip_name = chip.name.clone();
-                    let mut trial = chip.clone();
-                    for (n, v) in trial.params.fields_mut() {
-                        if n == name {
-                            let (lo, hi) = bounds(&chip_name, n);
-                            let next = if *v == 0.0 { 0.01 } else { *v * f };
-                            *v = next.clamp(lo, hi);
-                        }
-                    }
+                    let trial = with_param(chip, name, |v| v * f);
                     let l = loss(records, &trial);
                     if l < best - 1e-12 {
                         best = l;
@@ -89,6 +86,50 @@ fn fit_chip(records: &[&CalibRecord], chip: &mut ChipModel) {
             }
         }
     }
+    best
+}
+
+/// A copy of `chip` with one constant changed by `f`, kept inside its bounds.
+fn with_param(chip: &ChipModel, name: &str, f: impl Fn(f64) -> f64) -> ChipModel {
+    let mut trial = chip.clone();
+    let chip_name = chip.name.clone();
+    for (n, v) in trial.params.fields_mut() {
+        if n == name {
+            let (lo, hi) = bounds(&chip_name, n);
+            let next = if *v == 0.0 { 0.01 } else { f(*v) };
+            *v = next.clamp(lo, hi);
+        }
+    }
+    trial
+}
+
+/// Coordinate descent, then `restarts` random perturbations of the best point (deterministic generator), each
+/// descended again; keeps the best.
+fn fit_chip(records: &[&CalibRecord], chip: &mut ChipModel, restarts: u32) {
+    let mut best_loss = descend(records, chip);
+    let mut state: u64 = 0x9e37_79b9_7f4a_7c15;
+    let mut uniform = move || {
+        state = state
+            .wrapping_mul(6364136223846793005)
+            .wrapping_add(1442695040888963407);
+        (state >> 11) as f64 / (1u64 << 53) as f64
+    };
+    for _ in 0..restarts {
+        let mut trial = chip.clone();
+        let names: Vec<&'static str> = trial.params.fields_mut().into_iter().map(|(n, _)| n).collect();
+        for name in names {
+            if FIXED.contains(&name) {
+                continue;
+            }
+            let f = (0.6 * (uniform() - 0.5)).exp();
+            trial = with_param(&trial, name, |v| v * f);
+        }
+        let l = descend(records, &mut trial);
+        if l < best_loss {
+            best_loss = l;
+            *chip = trial;
+        }
+    }
 }
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
@@ -98,6 +139,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 0,
     };
     let write = args.iter().any(|a| a == "--write");
+    let restarts: u32 = match args.iter().position(|a| a == "--restarts") {
+        Some(i) => args.get(i + 1).ok_or("--restarts needs a count")?.parse()?,
+        None => 0,
+    };
     let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/tc_records.jsonl.gz");
     let mut text = String::new();
     flate2::read::GzDecoder::new(&std::fs::read(path)?[..]).read_to_string(&mut text)?;
@@ -108,7 +153,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             .iter()
             .filter(|r| r.chip == chip.name && r.total_estimated_cycles > 0 && !r.held_out(holdout))
             .collect();
-        fit_chip(&train, chip);
+        fit_chip(&train, chip, restarts);
         eprintln!(
             "{}: fitted on {} records, loss {:.4}",
             chip.name,

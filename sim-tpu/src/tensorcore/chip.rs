@@ -143,6 +143,10 @@ pub struct ChipModel {
     pub scoped_vmem_bytes: u64,
     /// MXU geometry of one device.
     pub mxu: MxuGeometry,
+    /// Whether the compiler runs matrix-vector products (M = 1) on the MXU (tpu7x) rather than as VPU
+    /// reduce/loop fusions (v4 to v6e), as read off the compiled records.
+    #[serde(default)]
+    pub matvec_on_mxu: bool,
     /// Fitted constants.
     pub params: TcParams,
 }

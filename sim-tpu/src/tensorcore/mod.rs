@@ -53,10 +53,15 @@ pub enum OpError {
     },
 }
 
+/// The kernels `op` lowers to on `chip`, with their padded-tile work, before timing.
+pub fn kernels(op: &OpSpec, chip: &ChipModel) -> Result<Vec<lower::Kernel>, OpError> {
+    Ok(lower::lower(&op.check()?, chip).0)
+}
+
 /// Costs `op` on `chip`: cycles, time, FLOPs, HBM bytes (padded and logical), VMEM, bound and phases.
 pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
-    let (kernels, flops) = lower::lower(&checked);
+    let (kernels, flops) = lower::lower(&checked, chip);
     let mut hbm_bytes = 0;
     let mut hbm_bytes_unpadded = 0;
     let mut vmem_bytes = 0;
