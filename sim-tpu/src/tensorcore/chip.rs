@@ -1,0 +1,222 @@
+//! Per-generation figures the TensorCore model needs: MXU geometry (from reference/chips.md) and the constants
+//! fitted to the XLA TPU compiler's own cycle estimates (`calibration.json`, written by
+//! `cargo run --release -p sim-tpu --example fit_tensorcore`).
+
+use serde::{Deserialize, Serialize};
+
+use super::OpError;
+
+/// MXU geometry of one compiler "device" (one TensorCore, or a megacore pair on v4/v5p where the compiler
+/// treats the pair as one device).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MxuGeometry {
+    /// Systolic array width and height (128 or 256).
+    pub width: u64,
+    /// MXUs the device drives in parallel.
+    pub count: u64,
+}
+
+/// Fitted constants of the model. Rates are cycles per 1024 padded elements (one f32 vreg's worth), the unit in
+/// which the compiler's estimates scale for VPU work; "resident" means the operands fit the scoped-VMEM budget and
+/// are prefetched whole, "stream" means the op runs as a window pipeline from HBM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TcParams {
+    /// Fixed cycles of a VPU (loop/input/reduce/copy) fusion: launch, sync, pipeline fill.
+    pub launch_cycles: f64,
+    /// Fixed cycles of an MXU (output/convolution) fusion.
+    pub mxu_launch_cycles: f64,
+    /// Largest operands+result footprint (padded bytes) that runs resident in VMEM without windowing.
+    pub resident_limit_bytes: f64,
+    /// Exp/tanh/convert, resident.
+    pub unary_resident: f64,
+    /// Exp/tanh/convert, streamed.
+    pub unary_stream: f64,
+    /// Add/mul, resident.
+    pub binary_resident: f64,
+    /// Add/mul, streamed.
+    pub binary_stream: f64,
+    /// Multiplier on binary rates for 16-bit operands.
+    pub binary_16bit_factor: f64,
+    /// Reductions, resident (per input element block).
+    pub reduce_resident: f64,
+    /// Reductions, streamed.
+    pub reduce_stream: f64,
+    /// Multiplier on reduction rates for 16-bit operands.
+    pub reduce_16bit_factor: f64,
+    /// Rank-2 transpose (minor dim changes: transpose unit), streamed from HBM.
+    pub transpose_stream: f64,
+    /// Extra fixed cycles of a 16-bit transpose (packed rows are unpacked and repacked around the transpose unit).
+    pub transpose_16bit_cycles: f64,
+    /// Layout-changing copies from VMEM (NCHW<->NHWC, resident rank-2 transposes, convolution output relayout),
+    /// per input block.
+    pub relayout: f64,
+    /// The input relayout copy of a convolution with fewer than 8 input channels, per 1024 elements of the
+    /// lane-padded NHWC input.
+    pub conv_input_copy: f64,
+    /// Concatenate, resident (per output block).
+    pub concat_resident: f64,
+    /// Concatenate, streamed.
+    pub concat_stream: f64,
+    /// Matrix-vector (M = 1, VPU) per 1024 weight elements: fixed part.
+    pub matvec_base: f64,
+    /// Matrix-vector: additional cycles per byte of weight element.
+    pub matvec_per_byte: f64,
+    /// Outer product (K = 1, VPU) per 1024 output elements.
+    pub outer: f64,
+    /// Ratio of the compiler's MXU estimate to ideal passes (>= 1).
+    pub mxu_efficiency: f64,
+    /// f32 matmul cost relative to bf16 (multi-pass).
+    pub mxu_f32_factor: f64,
+    /// int8 speed-up over bf16 on the MXU (1 or 2).
+    pub mxu_int8_speedup: f64,
+    /// fp8 speed-up over bf16 on the MXU (1 or 2).
+    pub mxu_fp8_speedup: f64,
+    /// Matmul epilogue per 1024 output elements with a 16-bit result (accumulator drain, convert, store).
+    pub mm_out_16bit: f64,
+    /// Matmul epilogue per 1024 output elements with a 32-bit result.
+    pub mm_out_32bit: f64,
+    /// Matmul accumulation per 1024 output elements for each contracting window but the last (f32 read-add-write).
+    pub mm_acc_32bit: f64,
+    /// Fraction of the matmul epilogue (per-window VPU work) that does not overlap the MXU, 0..1.
+    pub mm_epilogue_serial: f64,
+    /// Fixed cycles per window iteration of an MXU kernel (DMA issue, semaphore waits).
+    pub mxu_iter_cycles: f64,
+    /// HBM bytes per cycle a window pipeline streams: the compiler's modelled HBM bandwidth over its clock
+    /// (reference/chips.md: 491, 738, 2350, 1638, 3686 GB/s), not fitted.
+    pub mm_hbm_bytes_per_cycle: f64,
+    /// Cycles to load one weight block into an MXU, per window iteration.
+    pub mxu_weight_load_cycles: f64,
+    /// Convolution MXU work relative to the equivalent matmul (per-tap windows, halo, relayout).
+    pub conv_factor: f64,
+}
+
+impl TcParams {
+    /// Every constant by name, for the fitter.
+    pub fn fields_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
+        vec![
+            ("launch_cycles", &mut self.launch_cycles),
+            ("mxu_launch_cycles", &mut self.mxu_launch_cycles),
+            ("resident_limit_bytes", &mut self.resident_limit_bytes),
+            ("unary_resident", &mut self.unary_resident),
+            ("unary_stream", &mut self.unary_stream),
+            ("binary_resident", &mut self.binary_resident),
+            ("binary_stream", &mut self.binary_stream),
+            ("binary_16bit_factor", &mut self.binary_16bit_factor),
+            ("reduce_resident", &mut self.reduce_resident),
+            ("reduce_stream", &mut self.reduce_stream),
+            ("reduce_16bit_factor", &mut self.reduce_16bit_factor),
+            ("transpose_stream", &mut self.transpose_stream),
+            ("transpose_16bit_cycles", &mut self.transpose_16bit_cycles),
+            ("relayout", &mut self.relayout),
+            ("conv_input_copy", &mut self.conv_input_copy),
+            ("concat_resident", &mut self.concat_resident),
+            ("concat_stream", &mut self.concat_stream),
+            ("matvec_base", &mut self.matvec_base),
+            ("matvec_per_byte", &mut self.matvec_per_byte),
+            ("outer", &mut self.outer),
+            ("mxu_efficiency", &mut self.mxu_efficiency),
+            ("mxu_f32_factor", &mut self.mxu_f32_factor),
+            ("mxu_int8_speedup", &mut self.mxu_int8_speedup),
+            ("mxu_fp8_speedup", &mut self.mxu_fp8_speedup),
+            ("mm_out_16bit", &mut self.mm_out_16bit),
+            ("mm_out_32bit", &mut self.mm_out_32bit),
+            ("mm_acc_32bit", &mut self.mm_acc_32bit),
+            ("mm_epilogue_serial", &mut self.mm_epilogue_serial),
+            ("mxu_iter_cycles", &mut self.mxu_iter_cycles),
+            ("mm_hbm_bytes_per_cycle", &mut self.mm_hbm_bytes_per_cycle),
+            ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),
+            ("conv_factor", &mut self.conv_factor),
+        ]
+    }
+}
+
+/// What the TensorCore model knows about one chip generation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct ChipModel {
+    /// Preset name (`v4`, `v5e`, `v5p`, `v6e`, `tpu7x`).
+    pub name: String,
+    /// Clock the compiler's cycle estimates are counted in, in Hz (reference/chips.md: implied by the compiler's
+    /// modelled peak over its best FLOPs per cycle).
+    pub clock_hz: f64,
+    /// Scoped VMEM the compiler lets one kernel's windows use, in bytes (observed `scoped_vmem_bytes` maxima in
+    /// the records: 16 MiB on v4/v5e/v5p, 32 MiB on v6e/tpu7x).
+    pub scoped_vmem_bytes: u64,
+    /// MXU geometry of one device.
+    pub mxu: MxuGeometry,
+    /// Fitted constants.
+    pub params: TcParams,
+}
+
+/// The calibration file: one [`ChipModel`] per preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// How the constants were produced.
+    pub source: String,
+    /// One entry per chip.
+    pub chips: Vec<ChipModel>,
+}
+
+const CALIBRATION_JSON: &str = include_str!("calibration.json");
+
+/// The chip names the model has calibrated constants for.
+pub const CHIP_NAMES: &[&str] = &["v4", "v5e", "v5p", "v6e", "tpu7x"];
+
+impl Calibration {
+    /// The embedded calibration.
+    pub fn embedded() -> Calibration {
+        // The embedded file is checked by a unit test, so this cannot fail in a released binary.
+        serde_json::from_str(CALIBRATION_JSON).expect("embedded tensorcore calibration.json is valid")
+    }
+}
+
+impl ChipModel {
+    /// The preset for `name`; accepts the compiler's topology spelling too (`v5e:2x2`, `TPU v4`).
+    pub fn preset(name: &str) -> Result<ChipModel, OpError> {
+        let key = normalize_chip_name(name);
+        Calibration::embedded()
+            .chips
+            .into_iter()
+            .find(|c| c.name == key)
+            .ok_or_else(|| OpError::UnknownChip { chip: name.to_string() })
+    }
+
+    /// Nanoseconds for `cycles` at this chip's clock.
+    pub fn cycles_to_ns(&self, cycles: u64) -> f64 {
+        cycles as f64 * 1e9 / self.clock_hz
+    }
+
+    /// Peak MXU multiply-accumulates per cycle for bf16.
+    pub fn mxu_macs_per_cycle(&self) -> u64 {
+        self.mxu.width * self.mxu.width * self.mxu.count
+    }
+}
+
+/// `v5e:2x2` -> `v5e`, `TPU v4` -> `v4`, `TPU7x`/`7x`/`ironwood` -> `tpu7x`, `trillium` -> `v6e`.
+pub fn normalize_chip_name(name: &str) -> String {
+    let lower = name.trim().to_ascii_lowercase();
+    let base = lower.split(':').next().unwrap_or("").trim();
+    let base = base.strip_prefix("tpu ").unwrap_or(base).trim();
+    match base {
+        "7x" | "tpu7x" | "ironwood" | "tpu 7x" => "tpu7x".to_string(),
+        "trillium" | "v6" | "v6e" => "v6e".to_string(),
+        "v5lite" | "v5 lite" | "v5litepod" => "v5e".to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_load_and_names_normalize() {
+        for name in CHIP_NAMES {
+            let c = ChipModel::preset(name).unwrap();
+            assert_eq!(&c.name, name);
+            assert!(c.clock_hz > 5e8);
+        }
+        assert_eq!(ChipModel::preset("v5e:2x2").unwrap().name, "v5e");
+        assert_eq!(ChipModel::preset("TPU v4").unwrap().name, "v4");
+        assert!(matches!(ChipModel::preset("v9"), Err(OpError::UnknownChip { .. })));
+    }
+}
