@@ -39,9 +39,10 @@ fn bounds(chip: &str, name: &str) -> (f64, f64) {
         }
         "mxu_efficiency" => (1.0, 2.0),
         "mxu_f32_factor" => (1.0, 6.0),
-        "mm_epilogue_serial" => (0.0, 1.0),
+        "mm_epilogue_serial" => (0.0, 0.25),
+        "mm_f32_byte_factor" => (0.4, 1.0),
         "conv_factor" => (0.5, 4.0),
-        "mm_acc_32bit" => (0.0, 16.0),
+        "mm_acc_32bit" => (0.0, 32.0),
         "mxu_weight_load_cycles" => (0.0, 256.0),
         "mxu_iter_cycles" => (0.0, 2000.0),
         "binary_16bit_factor" | "reduce_16bit_factor" => (0.25, 1.5),

@@ -71,6 +71,8 @@ pub struct TcParams {
     pub mxu_int8_speedup: f64,
     /// fp8 speed-up over bf16 on the MXU (1 or 2).
     pub mxu_fp8_speedup: f64,
+    /// Fraction of an f32 matmul operand's bytes the window pipeline's DMA and VMEM are charged (0.5 = as bf16).
+    pub mm_f32_byte_factor: f64,
     /// Matmul epilogue per 1024 output elements with a 16-bit result (accumulator drain, convert, store).
     pub mm_out_16bit: f64,
     /// Matmul epilogue per 1024 output elements with a 32-bit result.
@@ -118,6 +120,7 @@ impl TcParams {
             ("mxu_f32_factor", &mut self.mxu_f32_factor),
             ("mxu_int8_speedup", &mut self.mxu_int8_speedup),
             ("mxu_fp8_speedup", &mut self.mxu_fp8_speedup),
+            ("mm_f32_byte_factor", &mut self.mm_f32_byte_factor),
             ("mm_out_16bit", &mut self.mm_out_16bit),
             ("mm_out_32bit", &mut self.mm_out_32bit),
             ("mm_acc_32bit", &mut self.mm_acc_32bit),

@@ -267,7 +267,12 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
-    let in_b = w.dtype.bytes() as f64;
+    // The compiler charges f32 operands of a (single-pass, DEFAULT precision) matmul less than their 4 bytes.
+    let in_b = if w.dtype.bytes() == 4 {
+        4.0 * p.mm_f32_byte_factor
+    } else {
+        w.dtype.bytes() as f64
+    };
     let out_b = (w.out_bits / 8) as f64;
     let m_pad = w.m.div_ceil(8) * 8;
     let n_pad = w.n.div_ceil(128) * 128;
