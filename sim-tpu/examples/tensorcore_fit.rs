@@ -2,13 +2,13 @@
 //! log of each constant minimising the mean absolute log error. The model's structure (padding, windows, MXU
 //! passes) is fixed; only its per-generation rates move.
 //!
-//! `cargo run --release -p sim-tpu --example tensorcore_fit -- [--holdout PCT] [--restarts N] [--write]`
+//! `cargo run --release -p sim-tpu --example tensorcore_fit -- [--holdout PCT] [--fold-offset PCT] [--restarts N] [--from CALIBRATION.json] [--write]`
 //! `--holdout 30` fits on the 70% training cases only (to estimate generalisation); `--write` rewrites
 //! sim-tpu/src/tensorcore/calibration.json.
 
 use std::io::Read;
 
-use sim_tpu::tensorcore::calibration::{compare, parse_records, report, CalibRecord};
+use sim_tpu::tensorcore::calibration::{compare, parse_records, report_fold, CalibRecord};
 use sim_tpu::tensorcore::{cost, Calibration, ChipModel};
 
 /// Constants set from published facts or structural thresholds, never fitted.
@@ -140,6 +140,10 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         None => 0,
     };
     let write = args.iter().any(|a| a == "--write");
+    let offset: u64 = match args.iter().position(|a| a == "--fold-offset") {
+        Some(i) => args.get(i + 1).ok_or("--fold-offset needs a percentage")?.parse()?,
+        None => 0,
+    };
     let restarts: u32 = match args.iter().position(|a| a == "--restarts") {
         Some(i) => args.get(i + 1).ok_or("--restarts needs a count")?.parse()?,
         None => 0,
@@ -148,11 +152,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     let mut text = String::new();
     flate2::read::GzDecoder::new(&std::fs::read(path)?[..]).read_to_string(&mut text)?;
     let records = parse_records(&text)?;
-    let mut cal = Calibration::embedded();
+    let mut cal = match args.iter().position(|a| a == "--from") {
+        Some(i) => serde_json::from_str(&std::fs::read_to_string(args.get(i + 1).ok_or("--from needs a file")?)?)?,
+        None => Calibration::embedded(),
+    };
     for chip in &mut cal.chips {
         let train: Vec<&CalibRecord> = records
             .iter()
-            .filter(|r| r.chip == chip.name && r.total_estimated_cycles > 0 && !r.held_out(holdout))
+            .filter(|r| r.chip == chip.name && r.total_estimated_cycles > 0 && !r.held_out_fold(holdout, offset))
             .collect();
         fit_chip(&train, chip, restarts);
         eprintln!(
@@ -163,7 +170,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         );
     }
     let cmp = compare(&records, &cal.chips)?;
-    print!("{}", report(&cmp, if holdout > 0 { holdout } else { 30 }));
+    print!("{}", report_fold(&cmp, if holdout > 0 { holdout } else { 30 }, offset));
     if write {
         cal.source = format!(
             "fitted by `cargo run --release -p sim-tpu --example tensorcore_fit -- --holdout {holdout} --write` to \
