@@ -49,6 +49,9 @@ fn padded_bytes_match_the_compiler_memory_analysis() {
         }
         let chip = ChipModel::preset(&r.chip).unwrap();
         let c = cost(&r.op, &chip).unwrap();
+        if c.kernels.len() > 1 {
+            continue;
+        }
         assert_eq!(
             c.hbm_bytes,
             r.argument_bytes + r.output_bytes,

@@ -324,12 +324,8 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
                 let o1 = tm as f64 * tn as f64 * out_b;
                 let acc1 = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
                 let vmem1 = 2.0 * (x1 + w1) + o1 + acc1;
-                // Batched products whose whole matrices fit one window share it: `tb` batch entries per window.
-                let tb = if nm == 1 && nn == 1 && nk == 1 {
-                    ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch)
-                } else {
-                    1
-                };
+                // Batched products share windows: `tb` batch entries per window, as many as fit.
+                let tb = ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch);
                 let tbf = tb as f64;
                 let iterations = w.batch.div_ceil(tb) * nm * nn * nk;
                 let (x_bytes, w_bytes, o_bytes) = (x1 * tbf, w1 * tbf, o1 * tbf);

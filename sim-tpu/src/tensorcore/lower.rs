@@ -168,7 +168,26 @@ pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
             out_dims[*axis] = shapes.iter().map(|s| s[*axis]).sum();
             let out = tpu_padded(*dtype, &out_dims);
             let in_bytes = shapes.iter().map(|s| tpu_padded(*dtype, s).bytes()).sum();
-            let k = Kernel {
+            let mut kernels = Vec::new();
+            // An operand whose entry layout has a different dim order than the result's is first copied into the
+            // result's order (the compiler emits a copy per such operand before the concatenate fusion).
+            for s in shapes {
+                let a = tpu_padded(*dtype, s);
+                if a.order != out.order {
+                    kernels.push(Kernel {
+                        name: "copy",
+                        work: Work::Vpu {
+                            class: VpuClass::Relayout,
+                            blocks: blocks(&a),
+                            elem_bytes: dtype.bytes(),
+                        },
+                        in_bytes: a.bytes(),
+                        out_bytes: a.bytes(),
+                        unpadded_bytes: 2 * logical_bytes(*dtype, s),
+                    });
+                }
+            }
+            kernels.push(Kernel {
                 name: "concatenate fusion",
                 work: Work::Vpu {
                     class: VpuClass::Concat,
@@ -178,8 +197,8 @@ pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
                 in_bytes,
                 out_bytes: out.bytes(),
                 unpadded_bytes: 2 * logical_bytes(*dtype, &out_dims),
-            };
-            (vec![k], 0)
+            });
+            (kernels, 0)
         }
         Checked::Conv {
             input,
