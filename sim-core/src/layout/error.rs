@@ -39,6 +39,9 @@ pub enum LayoutError {
 
 impl LayoutError {
     pub(crate) fn invalid(at: Option<usize>, message: impl Into<String>) -> Self {
-        LayoutError::Invalid { at, message: message.into() }
+        LayoutError::Invalid {
+            at,
+            message: message.into(),
+        }
     }
 }

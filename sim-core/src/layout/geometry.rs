@@ -40,7 +40,9 @@ fn overflow(what: &str) -> LayoutError {
 }
 
 fn checked_product(dims: &[u64]) -> Result<u64, LayoutError> {
-    dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d)).ok_or_else(|| overflow("element count"))
+    dims.iter()
+        .try_fold(1u64, |acc, &d| acc.checked_mul(d))
+        .ok_or_else(|| overflow("element count"))
 }
 
 impl Geometry {
@@ -87,7 +89,9 @@ impl Geometry {
                         return Err(LayoutError::invalid(None, format!("tile {tile} ends with '*'")));
                     }
                     let minor = cur[pos + 1];
-                    cur[pos] = cur[pos].checked_mul(minor).ok_or_else(|| overflow("combined dimension"))?;
+                    cur[pos] = cur[pos]
+                        .checked_mul(minor)
+                        .ok_or_else(|| overflow("combined dimension"))?;
                     cur.remove(pos + 1);
                     t.remove(j);
                     merges.push((pos, minor));
@@ -104,7 +108,12 @@ impl Geometry {
             if padded_elements.is_none() {
                 padded_elements = Some(checked_product(&next)?);
             }
-            steps.push(TileStep { prepended, merges, dims_before: cur, tile: tile_u });
+            steps.push(TileStep {
+                prepended,
+                merges,
+                dims_before: cur,
+                tile: tile_u,
+            });
             phys = next;
         }
         let base = match padded_elements {
@@ -122,7 +131,15 @@ impl Geometry {
             array.element_type.byte_width() * 8
         };
         checked_product(&phys)?;
-        Ok(Geometry { dims, minor_to_major, steps, tiled_dims: phys, element_bits, tail_alignment, padded_elements })
+        Ok(Geometry {
+            dims,
+            minor_to_major,
+            steps,
+            tiled_dims: phys,
+            element_bits,
+            tail_alignment,
+            padded_elements,
+        })
     }
 
     /// Number of logical elements.
@@ -188,7 +205,9 @@ impl Geometry {
     pub fn linear_index_unchecked(&self, index: &[u64]) -> u64 {
         let mut e: Vec<u64> = self.minor_to_major.iter().rev().map(|&d| index[d]).collect();
         for step in &self.steps {
-            let mut cur: Vec<u64> = std::iter::repeat_n(0, step.prepended).chain(e.iter().copied()).collect();
+            let mut cur: Vec<u64> = std::iter::repeat_n(0, step.prepended)
+                .chain(e.iter().copied())
+                .collect();
             for &(pos, minor) in &step.merges {
                 cur[pos] = cur[pos] * minor + cur[pos + 1];
                 cur.remove(pos + 1);

@@ -47,7 +47,8 @@ impl Shape {
         match self {
             Shape::Array(a) => a.padded_bytes(),
             Shape::Tuple(e) => e.iter().try_fold(0u64, |acc, s| {
-                acc.checked_add(s.padded_bytes()?).ok_or_else(|| LayoutError::Overflow("tuple size".into()))
+                acc.checked_add(s.padded_bytes()?)
+                    .ok_or_else(|| LayoutError::Overflow("tuple size".into()))
             }),
             Shape::Token | Shape::Opaque => Ok(0),
         }

@@ -6,7 +6,11 @@ use super::validate::validate_shape;
 
 /// Parses one shape (array, tuple, token or opaque) and validates it; the whole input must be used.
 pub fn parse_shape(text: &str) -> Result<Shape, LayoutError> {
-    let mut p = Parser { s: text.as_bytes(), pos: 0, depth: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        pos: 0,
+        depth: 0,
+    };
     let shape = p.shape()?;
     p.ws();
     if p.pos != p.s.len() {
@@ -19,7 +23,11 @@ pub fn parse_shape(text: &str) -> Result<Shape, LayoutError> {
 /// Parses a shape at the start of `text` without requiring the whole input to be used.
 /// Returns the shape and the number of bytes consumed. Not validated.
 pub fn parse_shape_prefix(text: &str) -> Result<(Shape, usize), LayoutError> {
-    let mut p = Parser { s: text.as_bytes(), pos: 0, depth: 0 };
+    let mut p = Parser {
+        s: text.as_bytes(),
+        pos: 0,
+        depth: 0,
+    };
     let shape = p.shape()?;
     Ok((shape, p.pos))
 }
@@ -44,7 +52,11 @@ impl Parser<'_> {
     }
 
     fn expected(&self, what: &str) -> LayoutError {
-        LayoutError::Parse { offset: self.pos, expected: what.to_string(), found: self.found() }
+        LayoutError::Parse {
+            offset: self.pos,
+            expected: what.to_string(),
+            found: self.found(),
+        }
     }
 
     /// Skips white space and /* comments */ (the printer's /*index=N*/ markers).
@@ -172,12 +184,24 @@ impl Parser<'_> {
                 if !dims.is_empty() {
                     return Err(LayoutError::invalid(Some(start), format!("{name} takes no dimensions")));
                 }
-                return Ok(if ty == PrimitiveType::Token { Shape::Token } else { Shape::Opaque });
+                return Ok(if ty == PrimitiveType::Token {
+                    Shape::Token
+                } else {
+                    Shape::Opaque
+                });
             }
             _ => {}
         }
-        let layout = if self.peek() == Some(b'{') { Some(self.layout()?) } else { None };
-        Ok(Shape::Array(ArrayShape { element_type: ty, dims, layout }))
+        let layout = if self.peek() == Some(b'{') {
+            Some(self.layout()?)
+        } else {
+            None
+        };
+        Ok(Shape::Array(ArrayShape {
+            element_type: ty,
+            dims,
+            layout,
+        }))
     }
 
     fn dim(&mut self) -> Result<Dim, LayoutError> {
@@ -302,7 +326,10 @@ impl Parser<'_> {
                     let dimension = self.int()?;
                     self.expect(b':')?;
                     let split_indices = self.int_list_until(b')')?;
-                    layout.split_configs.push(SplitConfig { dimension, split_indices });
+                    layout.split_configs.push(SplitConfig {
+                        dimension,
+                        split_indices,
+                    });
                 }
             }
             "P" => {

@@ -11,7 +11,11 @@ fn arr(text: &str) -> ArrayShape {
 
 fn sizes(text: &str) -> (u64, u64, u64) {
     let g = arr(text).geometry().unwrap();
-    (g.padded_bytes().unwrap(), g.data_bytes().unwrap(), g.unpadded_bytes().unwrap())
+    (
+        g.padded_bytes().unwrap(),
+        g.data_bytes().unwrap(),
+        g.unpadded_bytes().unwrap(),
+    )
 }
 
 #[test]
@@ -82,8 +86,14 @@ fn print_canonical_text() {
     ] {
         assert_eq!(parse_shape(text).unwrap().to_string(), text);
     }
-    assert_eq!(parse_shape("f32[2,3]{1,0:T(2, * , 128)}").unwrap().to_string(), "f32[2,3]{1,0:T(2,*,128)}");
-    assert_eq!(parse_shape("f32[2,3]{1,0:D(D,C)T(8,128)}").unwrap().to_string(), "f32[2,3]{1,0:T(8,128)}");
+    assert_eq!(
+        parse_shape("f32[2,3]{1,0:T(2, * , 128)}").unwrap().to_string(),
+        "f32[2,3]{1,0:T(2,*,128)}"
+    );
+    assert_eq!(
+        parse_shape("f32[2,3]{1,0:D(D,C)T(8,128)}").unwrap().to_string(),
+        "f32[2,3]{1,0:T(8,128)}"
+    );
     assert_eq!(parse_shape("f32[]{}").unwrap().to_string(), "f32[]");
 }
 
@@ -93,7 +103,10 @@ fn err(text: &str) -> String {
 
 #[test]
 fn malformed_shapes_say_where() {
-    assert_eq!(err("f32[3,5]{0}"), "invalid shape: Dimensions size is 2, but minor to major size is 1.");
+    assert_eq!(
+        err("f32[3,5]{0}"),
+        "invalid shape: Dimensions size is 2, but minor to major size is 1."
+    );
     assert!(err("f33[3]").contains("at byte 0"), "{}", err("f33[3]"));
     assert!(err("f32[3,5").contains("at byte 7"), "{}", err("f32[3,5"));
     assert!(err("f32[3]{0:T(0)}").contains("tile dimension size must be positive"));

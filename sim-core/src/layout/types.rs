@@ -84,7 +84,11 @@ impl PrimitiveType {
 
     /// XLA's text name.
     pub fn name(self) -> &'static str {
-        NAMES.iter().find(|(t, _)| *t == self).map(|(_, n)| *n).unwrap_or("invalid")
+        NAMES
+            .iter()
+            .find(|(t, _)| *t == self)
+            .map(|(_, n)| *n)
+            .unwrap_or("invalid")
     }
 
     /// All element types that can form arrays (excludes token and opaque).
@@ -121,7 +125,10 @@ impl PrimitiveType {
     /// Whether the type is an integer type (valid as a sparse index or pointer type).
     pub fn is_integral(self) -> bool {
         use PrimitiveType::*;
-        matches!(self, S1 | S2 | S4 | S8 | S16 | S32 | S64 | U1 | U2 | U4 | U8 | U16 | U32 | U64)
+        matches!(
+            self,
+            S1 | S2 | S4 | S8 | S16 | S32 | S64 | U1 | U2 | U4 | U8 | U16 | U32 | U64
+        )
     }
 }
 
@@ -252,7 +259,11 @@ pub enum Shape {
 impl Shape {
     /// An array shape with static dims and an optional layout.
     pub fn array(element_type: PrimitiveType, dims: &[i64], layout: Option<Layout>) -> Shape {
-        Shape::Array(ArrayShape { element_type, dims: dims.iter().map(|&d| Dim::Static(d)).collect(), layout })
+        Shape::Array(ArrayShape {
+            element_type,
+            dims: dims.iter().map(|&d| Dim::Static(d)).collect(),
+            layout,
+        })
     }
 
     /// The array inside, if this is an array.

@@ -20,10 +20,15 @@ fn validate_array(a: &ArrayShape) -> Result<(), LayoutError> {
     for (i, d) in a.dims.iter().enumerate() {
         if let Dim::Static(n) | Dim::Bounded(n) = d {
             if *n < 0 || *n > MAX_DIM {
-                return Err(LayoutError::invalid(None, format!("dimension {i} has invalid size {n}")));
+                return Err(LayoutError::invalid(
+                    None,
+                    format!("dimension {i} has invalid size {n}"),
+                ));
             }
             count = count.checked_mul(*n).ok_or_else(|| {
-                LayoutError::Overflow(format!("the element count of {a} does not fit in a signed 64-bit integer"))
+                LayoutError::Overflow(format!(
+                    "the element count of {a} does not fit in a signed 64-bit integer"
+                ))
             })?;
         }
     }
@@ -43,7 +48,10 @@ fn validate_array(a: &ArrayShape) -> Result<(), LayoutError> {
         if d < 0 || d as usize >= rank || seen[d as usize] {
             return Err(LayoutError::invalid(
                 None,
-                format!("layout minor_to_major field {:?} is not a permutation of 0..{rank}", layout.minor_to_major),
+                format!(
+                    "layout minor_to_major field {:?} is not a permutation of 0..{rank}",
+                    layout.minor_to_major
+                ),
             ));
         }
         seen[d as usize] = true;
@@ -73,11 +81,17 @@ fn validate_array(a: &ArrayShape) -> Result<(), LayoutError> {
     if layout.element_size_in_bits < 0 {
         return Err(LayoutError::invalid(
             None,
-            format!("element_size_in_bits must be non-negative, got {}", layout.element_size_in_bits),
+            format!(
+                "element_size_in_bits must be non-negative, got {}",
+                layout.element_size_in_bits
+            ),
         ));
     }
     if layout.memory_space < 0 {
-        return Err(LayoutError::invalid(None, format!("memory space must be non-negative, got {}", layout.memory_space)));
+        return Err(LayoutError::invalid(
+            None,
+            format!("memory space must be non-negative, got {}", layout.memory_space),
+        ));
     }
     if let Some(p) = &layout.physical_shape {
         validate_shape(p)?;
