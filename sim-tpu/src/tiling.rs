@@ -70,7 +70,7 @@ fn tiles_rank2(bits: u32, s: u64) -> (Vec<Vec<i64>>, i64) {
         8 => {
             let rows = if s <= 4 {
                 4
-            } else if s % 32 == 0 {
+            } else if s.is_multiple_of(32) {
                 32
             } else {
                 8
@@ -78,7 +78,7 @@ fn tiles_rank2(bits: u32, s: u64) -> (Vec<Vec<i64>>, i64) {
             (vec![vec![rows, 128], vec![4, 1]], 0)
         }
         4 => {
-            let rows = if s % 64 == 0 { 64 } else { 8 };
+            let rows = if s.is_multiple_of(64) { 64 } else { 8 };
             (vec![vec![rows, 128], vec![8, 1]], 4)
         }
         2 | 1 => (vec![vec![16, 128], vec![16, 1]], 2),

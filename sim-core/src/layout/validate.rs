@@ -3,9 +3,6 @@
 use super::error::LayoutError;
 use super::types::{ArrayShape, Dim, Shape, COMBINE_DIMENSION};
 
-/// Largest dimension size accepted: XLA limits dims to what an int64 element count can hold.
-const MAX_DIM: i64 = i64::MAX;
-
 /// Checks a shape against XLA's rules (dims, minor_to_major permutation, tiles, L, E).
 pub fn validate_shape(shape: &Shape) -> Result<(), LayoutError> {
     match shape {
@@ -19,7 +16,7 @@ fn validate_array(a: &ArrayShape) -> Result<(), LayoutError> {
     let mut count: i64 = 1;
     for (i, d) in a.dims.iter().enumerate() {
         if let Dim::Static(n) | Dim::Bounded(n) = d {
-            if *n < 0 || *n > MAX_DIM {
+            if *n < 0 {
                 return Err(LayoutError::invalid(
                     None,
                     format!("dimension {i} has invalid size {n}"),
