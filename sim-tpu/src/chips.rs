@@ -93,7 +93,10 @@ pub fn preset_name(name: &str) -> Result<&'static str, ChipError> {
     crate::tiling::normalize_chip(name).map_err(|_| ChipError::Unknown(name.to_string()))
 }
 
-fn split(file: &Value) -> Result<(Map<String, Value>, BTreeMap<String, String>), ChipError> {
+/// Plain field values and their sources, split out of a chip file.
+type ValuesAndSources = (Map<String, Value>, BTreeMap<String, String>);
+
+fn split(file: &Value) -> Result<ValuesAndSources, ChipError> {
     let obj = file
         .as_object()
         .ok_or_else(|| ChipError::Invalid("a chip file must be a JSON object".into()))?;
