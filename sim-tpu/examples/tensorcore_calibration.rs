@@ -30,7 +30,7 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     }
     let text = read_text(&path)?;
     let records = parse_records(&text)?;
-    let chips = Calibration::embedded().chips;
+    let chips = Calibration::embedded().models()?;
     let cmp = compare(&records, &chips)?;
     println!("{} records from {path}; chips {}", cmp.len(), CHIP_NAMES.join(", "));
     print!("{}", report(&cmp, 30));

@@ -156,7 +156,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => serde_json::from_str(&std::fs::read_to_string(args.get(i + 1).ok_or("--from needs a file")?)?)?,
         None => Calibration::embedded(),
     };
-    for chip in &mut cal.chips {
+    let mut models = cal.models()?;
+    for chip in &mut models {
         let train: Vec<&CalibRecord> = records
             .iter()
             .filter(|r| r.chip == chip.name && r.total_estimated_cycles > 0 && !r.held_out_fold(holdout, offset))
@@ -169,7 +170,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             loss(&train, chip)
         );
     }
-    let cmp = compare(&records, &cal.chips)?;
+    let cmp = compare(&records, &models)?;
+    cal.chips = models.iter().map(|m| m.calibrated()).collect();
     print!("{}", report_fold(&cmp, if holdout > 0 { holdout } else { 30 }, offset));
     if write {
         cal.source = format!(

@@ -22,7 +22,7 @@ fn records() -> Vec<CalibRecord> {
 fn meets_error_targets_on_every_chip() {
     let recs = records();
     assert_eq!(recs.len(), 535);
-    let cmp = compare(&recs, &Calibration::embedded().chips).unwrap();
+    let cmp = compare(&recs, &Calibration::embedded().models().unwrap()).unwrap();
     println!("{}", report(&cmp, 30));
     let per_chip = grouped(&cmp, |c| c.record.chip.clone());
     assert_eq!(per_chip.len(), CHIP_NAMES.len());

@@ -33,7 +33,7 @@ pub mod lower;
 pub mod padding;
 pub mod spec;
 
-pub use chip::{Calibration, ChipModel, MxuGeometry, TcParams, CHIP_NAMES};
+pub use chip::{CalibratedChip, Calibration, ChipModel, MxuGeometry, TcParams, CHIP_NAMES};
 pub use cost::{Bound, KernelCost, OpCost, Phase, Unit};
 pub use spec::{Dtype, OpSpec, OP_NAMES};
 
