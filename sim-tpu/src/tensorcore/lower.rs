@@ -273,16 +273,29 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
         Work::Mxu { .. } => "convolution fusion",
         _ => "loop fusion",
     };
-    (
-        vec![Kernel {
-            name,
-            work,
-            in_bytes,
+    let mut kernels = vec![Kernel {
+        name,
+        work,
+        in_bytes,
+        out_bytes: o.bytes(),
+        unpadded_bytes: unpadded,
+    }];
+    // A batched result whose entry layout does not keep the batch dim outermost is written batch-major and then
+    // relayouted by a copy (as the compiler does for e.g. bf16[3,5,9]{2,0,1}).
+    if b > 1 && o.order.first() != Some(&0) {
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::Relayout,
+                blocks: blocks(&o),
+                elem_bytes: out_t.bytes(),
+            },
+            in_bytes: o.bytes(),
             out_bytes: o.bytes(),
-            unpadded_bytes: unpadded,
-        }],
-        flops,
-    )
+            unpadded_bytes: 2 * b * logical_bytes(out_t, &[m, n]),
+        });
+    }
+    (kernels, flops)
 }
 
 /// Output spatial size of a convolution along one dim.
