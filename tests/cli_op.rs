@@ -142,3 +142,36 @@ fn bad_specs_exit_2_naming_the_field() {
         assert!(out.is_empty(), "{args:?}: printed {out}");
     }
 }
+
+#[test]
+fn chip_file_overrides_the_clock() {
+    let dir = std::env::temp_dir().join(format!("tpusim_cli_op_{}", std::process::id()));
+    std::fs::create_dir_all(&dir).unwrap();
+    let file = dir.join("slow.json");
+    std::fs::write(&file, r#"{"model_clock_mhz": 1000}"#).unwrap();
+    let spec = r#"{"op":"exp","params":{"shape":[4096,4096],"dtype":"float32"}}"#;
+    let (code, out, err) = tpusim(
+        &[
+            "op",
+            "--chip",
+            "v5e",
+            "--chip-file",
+            file.to_str().unwrap(),
+            "--json",
+            spec,
+        ],
+        None,
+    );
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    // Same cycles, counted at 1 GHz: 1 ns per cycle.
+    assert_eq!(v["time_ns"].as_f64().unwrap(), v["cycles"].as_u64().unwrap() as f64);
+    std::fs::write(&file, r#"{"bogus": 1}"#).unwrap();
+    let (code, _, err) = tpusim(
+        &["op", "--chip", "v5e", "--chip-file", file.to_str().unwrap(), spec],
+        None,
+    );
+    assert_eq!(code, 2);
+    assert!(err.contains("bogus"), "{err}");
+    let _ = std::fs::remove_dir_all(&dir);
+}

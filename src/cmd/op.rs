@@ -13,6 +13,10 @@ pub struct Args {
     /// Chip preset: v4, v5e, v5p, v6e, tpu7x (topology spellings such as `v5e:2x2` are accepted).
     #[arg(long)]
     pub chip: String,
+    /// JSON file overriding chip preset fields (as `tpusim chips --chip-file`); the clock and MXU geometry
+    /// the model uses come from the chip spec.
+    #[arg(long)]
+    pub chip_file: Option<std::path::PathBuf>,
     /// Print one JSON object per op: {"cycles","time_ns","flops","hbm_bytes","hbm_bytes_unpadded","vmem_bytes","bound"}.
     #[arg(long)]
     pub json: bool,
@@ -86,16 +90,15 @@ fn tensorcore_summary(spec: &serde_json::Value, chip: &ChipModel) -> anyhow::Res
     })
 }
 
-/// Costs one spec text: external families first, then the TensorCore model.
-pub fn cost_spec(text: &str, chip_name: &str) -> anyhow::Result<OpSummary> {
+/// Costs one spec text: external families first, then the TensorCore model of `chip`.
+pub fn cost_spec(text: &str, chip_name: &str, chip: &ChipModel) -> anyhow::Result<OpSummary> {
     let value: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("op spec is not valid JSON: {text}"))?;
     let op_name = value.get("op").and_then(|v| v.as_str()).unwrap_or("");
     if let Some(ext) = EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
         return (ext.cost)(&value, chip_name);
     }
-    let chip = ChipModel::preset(chip_name)?;
-    tensorcore_summary(&value, &chip)
+    tensorcore_summary(&value, chip)
 }
 
 fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Result<()> {
@@ -119,8 +122,15 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
 
 /// Runs `tpusim op`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    // Validate the chip up front so a bad --chip is reported even with empty stdin.
-    ChipModel::preset(&args.chip).context("option --chip")?;
+    // Load the chip up front so a bad --chip is reported even with empty stdin.
+    let model = match &args.chip_file {
+        None => ChipModel::preset(&args.chip).context("option --chip")?,
+        Some(path) => {
+            let name = tensorcore::chip::normalize_chip_name(&args.chip);
+            let chip = super::chips::load_chip(Some(&name), Some(path)).context("option --chip-file")?;
+            ChipModel::for_chip(&chip).context("option --chip")?
+        }
+    };
     let mut specs: Vec<(String, String)> = Vec::new();
     if let Some(s) = &args.spec {
         specs.push(("argument".to_string(), s.clone()));
@@ -139,7 +149,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     // Cost everything first, so a bad spec exits 2 before any output.
     let results = specs
         .iter()
-        .map(|(origin, text)| cost_spec(text, &args.chip).with_context(|| origin.clone()))
+        .map(|(origin, text)| cost_spec(text, &args.chip, &model).with_context(|| origin.clone()))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

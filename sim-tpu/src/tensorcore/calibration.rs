@@ -42,13 +42,19 @@ impl CalibRecord {
     /// Whether this case is in the held-out part of the split (about `percent` % of cases, the same cases on
     /// every chip, chosen by a hash of the case so the split never changes between runs).
     pub fn held_out(&self, percent: u64) -> bool {
+        self.held_out_fold(percent, 0)
+    }
+
+    /// Like [`CalibRecord::held_out`] for another fold: the held-out window of the hash starts at `offset` %,
+    /// so offsets 0, 30, 60 give disjoint 30 % folds.
+    pub fn held_out_fold(&self, percent: u64, offset: u64) -> bool {
         // FNV-1a, stable across platforms and Rust versions.
         let mut h: u64 = 0xcbf2_9ce4_8422_2325;
         for b in self.case_key().bytes() {
             h ^= b as u64;
             h = h.wrapping_mul(0x0100_0000_01b3);
         }
-        h % 100 < percent
+        (h % 100 + 100 - offset % 100) % 100 < percent
     }
 }
 
@@ -144,17 +150,22 @@ pub fn grouped<F: Fn(&Comparison) -> String>(cmp: &[Comparison], key: F) -> BTre
 
 /// A text table of per-chip and per-op-kind errors, for all records and for the held-out split.
 pub fn report(cmp: &[Comparison], holdout_percent: u64) -> String {
+    report_fold(cmp, holdout_percent, 0)
+}
+
+/// [`report`] for the fold starting at `offset` %.
+pub fn report_fold(cmp: &[Comparison], holdout_percent: u64, offset: u64) -> String {
     use std::fmt::Write;
     let mut s = String::new();
     let pct = |x: f64| format!("{:.1}%", 100.0 * x);
     let held: Vec<Comparison> = cmp
         .iter()
-        .filter(|c| c.record.held_out(holdout_percent))
+        .filter(|c| c.record.held_out_fold(holdout_percent, offset))
         .cloned()
         .collect();
     let train: Vec<Comparison> = cmp
         .iter()
-        .filter(|c| !c.record.held_out(holdout_percent))
+        .filter(|c| !c.record.held_out_fold(holdout_percent, offset))
         .cloned()
         .collect();
     let _ = writeln!(

@@ -1,10 +1,11 @@
-//! Per-generation figures the TensorCore model needs: MXU geometry (from reference/chips.md) and the constants
+//! Per-generation figures the TensorCore model needs: clock and MXU geometry (from the chip presets) and the constants
 //! fitted to the XLA TPU compiler's own cycle estimates (`calibration.json`, written by
 //! `cargo run --release -p sim-tpu --example fit_tensorcore`).
 
 use serde::{Deserialize, Serialize};
 
 use super::OpError;
+use crate::chips::Chip;
 
 /// MXU geometry of one compiler "device" (one TensorCore, or a megacore pair on v4/v5p where the compiler
 /// treats the pair as one device).
@@ -71,6 +72,8 @@ pub struct TcParams {
     pub mxu_int8_speedup: f64,
     /// fp8 speed-up over bf16 on the MXU (1 or 2).
     pub mxu_fp8_speedup: f64,
+    /// Fraction of an f32 matmul operand's bytes the window pipeline's DMA and VMEM are charged (0.5 = as bf16).
+    pub mm_f32_byte_factor: f64,
     /// Matmul epilogue per 1024 output elements with a 16-bit result (accumulator drain, convert, store).
     pub mm_out_16bit: f64,
     /// Matmul epilogue per 1024 output elements with a 32-bit result.
@@ -118,6 +121,7 @@ impl TcParams {
             ("mxu_f32_factor", &mut self.mxu_f32_factor),
             ("mxu_int8_speedup", &mut self.mxu_int8_speedup),
             ("mxu_fp8_speedup", &mut self.mxu_fp8_speedup),
+            ("mm_f32_byte_factor", &mut self.mm_f32_byte_factor),
             ("mm_out_16bit", &mut self.mm_out_16bit),
             ("mm_out_32bit", &mut self.mm_out_32bit),
             ("mm_acc_32bit", &mut self.mm_acc_32bit),
@@ -130,30 +134,47 @@ impl TcParams {
     }
 }
 
-/// What the TensorCore model knows about one chip generation.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+/// What the TensorCore model knows about one chip generation: facts from the chip preset
+/// ([`crate::chips`]: the compiler's implied clock, MXU geometry) plus the calibrated constants.
+#[derive(Clone, Debug, PartialEq)]
 pub struct ChipModel {
     /// Preset name (`v4`, `v5e`, `v5p`, `v6e`, `tpu7x`).
     pub name: String,
-    /// Clock the compiler's cycle estimates are counted in, in Hz (reference/chips.md: implied by the compiler's
-    /// modelled peak over its best FLOPs per cycle).
+    /// Clock the compiler's cycle estimates are counted in, in Hz (the preset's `model_clock_mhz`).
     pub clock_hz: f64,
-    /// Scoped VMEM the compiler lets one kernel's windows use, in bytes (observed `scoped_vmem_bytes` maxima in
-    /// the records: 16 MiB on v4/v5e/v5p, 32 MiB on v6e/tpu7x).
-    pub scoped_vmem_bytes: u64,
-    /// MXU geometry of one device.
+    /// MXU geometry of one compiler device (preset `mxu_dim`; count = `model_peak_flops_per_cycle` / 2 dim^2).
     pub mxu: MxuGeometry,
+    /// Scoped VMEM one kernel's windows may use, bytes (calibration).
+    pub scoped_vmem_bytes: u64,
+    /// Whether M = 1 matmuls run on the MXU (calibration).
+    pub matvec_on_mxu: bool,
     /// Fitted constants.
     pub params: TcParams,
 }
 
-/// The calibration file: one [`ChipModel`] per preset.
+/// The calibrated part of a chip model, as stored in `calibration.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratedChip {
+    /// Preset name.
+    pub name: String,
+    /// Scoped VMEM the compiler lets one kernel's windows use, in bytes (observed `scoped_vmem_bytes` maxima in
+    /// the records: 16 MiB on v4/v5e/v5p, 32 MiB on v6e/tpu7x).
+    pub scoped_vmem_bytes: u64,
+    /// Whether the compiler runs matrix-vector products (M = 1) on the MXU (tpu7x) rather than as VPU
+    /// reduce/loop fusions (v4 to v6e), as read off the compiled records.
+    pub matvec_on_mxu: bool,
+    /// Fitted constants.
+    pub params: TcParams,
+}
+
+/// The calibration file: one [`CalibratedChip`] per preset.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct Calibration {
     /// How the constants were produced.
     pub source: String,
     /// One entry per chip.
-    pub chips: Vec<ChipModel>,
+    pub chips: Vec<CalibratedChip>,
 }
 
 const CALIBRATION_JSON: &str = include_str!("calibration.json");
@@ -167,17 +188,70 @@ impl Calibration {
         // The embedded file is checked by a unit test, so this cannot fail in a released binary.
         serde_json::from_str(CALIBRATION_JSON).expect("embedded tensorcore calibration.json is valid")
     }
+
+    /// Chip models for every calibrated chip, from the chip presets.
+    pub fn models(&self) -> Result<Vec<ChipModel>, OpError> {
+        self.chips
+            .iter()
+            .map(|c| {
+                let chip = Chip::preset(&c.name).map_err(|_| OpError::UnknownChip { chip: c.name.clone() })?;
+                ChipModel::from_parts(&chip, c.clone())
+            })
+            .collect()
+    }
 }
 
 impl ChipModel {
     /// The preset for `name`; accepts the compiler's topology spelling too (`v5e:2x2`, `TPU v4`).
     pub fn preset(name: &str) -> Result<ChipModel, OpError> {
-        let key = normalize_chip_name(name);
-        Calibration::embedded()
+        let chip =
+            Chip::preset(&normalize_chip_name(name)).map_err(|_| OpError::UnknownChip { chip: name.to_string() })?;
+        ChipModel::for_chip(&chip)
+    }
+
+    /// The model for a chip spec (a preset, possibly with `--chip-file` overrides): clock and MXU geometry from
+    /// the spec, constants from the calibration of the preset it names.
+    pub fn for_chip(chip: &Chip) -> Result<ChipModel, OpError> {
+        let key = normalize_chip_name(&chip.spec.name);
+        let cal = Calibration::embedded()
             .chips
             .into_iter()
             .find(|c| c.name == key)
-            .ok_or_else(|| OpError::UnknownChip { chip: name.to_string() })
+            .ok_or_else(|| OpError::UnknownChip {
+                chip: chip.spec.name.clone(),
+            })?;
+        ChipModel::from_parts(chip, cal)
+    }
+
+    fn from_parts(chip: &Chip, cal: CalibratedChip) -> Result<ChipModel, OpError> {
+        let s = &chip.spec;
+        let invalid = |reason: String| OpError::InvalidParam {
+            field: "chip".into(),
+            reason,
+        };
+        let dim = s.mxu_dim as u64;
+        if dim == 0 || s.model_clock_mhz == 0 {
+            return Err(invalid(format!("{}: mxu_dim and model_clock_mhz must be > 0", s.name)));
+        }
+        let count = (s.model_peak_flops_per_cycle / (2 * dim * dim)).max(1);
+        Ok(ChipModel {
+            name: cal.name,
+            clock_hz: s.model_clock_mhz as f64 * 1e6,
+            mxu: MxuGeometry { width: dim, count },
+            scoped_vmem_bytes: cal.scoped_vmem_bytes,
+            matvec_on_mxu: cal.matvec_on_mxu,
+            params: cal.params,
+        })
+    }
+
+    /// The calibrated part, as stored in `calibration.json`.
+    pub fn calibrated(&self) -> CalibratedChip {
+        CalibratedChip {
+            name: self.name.clone(),
+            scoped_vmem_bytes: self.scoped_vmem_bytes,
+            matvec_on_mxu: self.matvec_on_mxu,
+            params: self.params.clone(),
+        }
     }
 
     /// Nanoseconds for `cycles` at this chip's clock.
@@ -214,6 +288,10 @@ mod tests {
             let c = ChipModel::preset(name).unwrap();
             assert_eq!(&c.name, name);
             assert!(c.clock_hz > 5e8);
+            assert_eq!(
+                c.mxu_macs_per_cycle() * 2,
+                Chip::preset(name).unwrap().spec.model_peak_flops_per_cycle
+            );
         }
         assert_eq!(ChipModel::preset("v5e:2x2").unwrap().name, "v5e");
         assert_eq!(ChipModel::preset("TPU v4").unwrap().name, "v4");

@@ -267,14 +267,21 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
-    let in_b = w.dtype.bytes() as f64;
+    // The compiler charges f32 operands of a (single-pass, DEFAULT precision) matmul less than their 4 bytes.
+    let in_b = if w.dtype.bytes() == 4 {
+        4.0 * p.mm_f32_byte_factor
+    } else {
+        w.dtype.bytes() as f64
+    };
     let out_b = (w.out_bits / 8) as f64;
     let m_pad = w.m.div_ceil(8) * 8;
     let n_pad = w.n.div_ceil(128) * 128;
     let k_tile = w.k.div_ceil(128) * 128;
-    // Contracting blocks: each tap contracts its own (padded) channels.
+    // Contracting blocks: each kernel position contracts its own (padded) channels, unless narrow channels of one
+    // kernel row pack together.
     let kb_tap = k_tile.div_ceil(width);
-    let kb_total = w.taps * kb_tap;
+    let kb_row = (w.taps_w * kb_tap).min((w.taps_w * w.k).div_ceil(width));
+    let kb_total = w.taps_h * kb_row;
     let k_per_block = (k_tile as f64 / kb_tap as f64).min(width as f64);
     let conv_f = if w.conv { p.conv_factor } else { 1.0 };
     let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
@@ -309,29 +316,35 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
                 }
                 seen_k.push(tkb);
                 let nk = kb_total.div_ceil(tkb);
-                let iterations = w.batch * m_pad.div_ceil(tm) * n_pad.div_ceil(tn) * nk;
+                let (nm, nn) = (m_pad.div_ceil(tm), n_pad.div_ceil(tn));
                 // A convolution reads input rows once for all taps of its window (no im2col copy in HBM).
-                let x_blocks = if w.conv { tkb.min(kb_tap) } else { tkb };
-                let x_bytes = tm as f64 * x_blocks as f64 * k_per_block * in_b;
-                let w_bytes = tkb as f64 * k_per_block * tn as f64 * in_b;
-                let o_bytes = tm as f64 * tn as f64 * out_b;
-                let acc_bytes = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
-                let vmem = 2.0 * (x_bytes + w_bytes) + o_bytes + acc_bytes;
+                let x_blocks = if w.conv { tkb.min(kb_row) } else { tkb };
+                let x1 = tm as f64 * x_blocks as f64 * k_per_block * in_b;
+                let w1 = tkb as f64 * k_per_block * tn as f64 * in_b;
+                let o1 = tm as f64 * tn as f64 * out_b;
+                let acc1 = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
+                let vmem1 = 2.0 * (x1 + w1) + o1 + acc1;
+                // Batched products share windows: `tb` batch entries per window, as many as fit.
+                let tb = ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch);
+                let tbf = tb as f64;
+                let iterations = w.batch.div_ceil(tb) * nm * nn * nk;
+                let (x_bytes, w_bytes, o_bytes) = (x1 * tbf, w1 * tbf, o1 * tbf);
+                let vmem = vmem1 * tbf;
                 let n_passes = tn.div_ceil(width) as f64;
-                let mxu_iter = tm as f64 * tkb as f64 * n_passes / count * dtype_f
-                    + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles;
-                let out_blocks = tm as f64 * tn as f64 / 1024.0;
+                let mxu_iter = tbf
+                    * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
+                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
+                let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
                 let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
                 // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
                 // does not change between consecutive iterations is not fetched again.
-                let (nm, nn) = (m_pad.div_ceil(tm), n_pad.div_ceil(tn));
                 let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
                 let w_fetches = if nk == 1 { nn } else { nn * nm * nk };
-                let dma_bytes = w.batch as f64
+                let dma_bytes = w.batch.div_ceil(tb) as f64
                     * (x_fetches as f64 * x_bytes + w_fetches as f64 * w_bytes + (nn * nm) as f64 * o_bytes);
                 let dma_iter = dma_bytes / iterations as f64 / bw;
-                // The epilogue (result drain, accumulate, convert) overlaps the MXU only partly.
-                let compute_iter = (mxu_iter + p.mm_epilogue_serial * vpu_iter).max(vpu_iter);
+                // The MXU and the epilogue (result drain, accumulate, convert) overlap only partly.
+                let compute_iter = mxu_iter.max(vpu_iter) + p.mm_epilogue_serial * mxu_iter.min(vpu_iter);
                 let per = compute_iter.max(dma_iter) + p.mxu_iter_cycles;
                 let body = iterations as f64 * per + (x_bytes + w_bytes) / bw;
                 let (bound, unit) = if dma_iter > compute_iter {

@@ -1,6 +1,7 @@
 //! Lowering: an op becomes the kernels (fusions) the XLA TPU compiler emits for it, each described by the work it
 //! does on padded tiles: HBM bytes in and out, VPU element blocks, MXU passes.
 
+use super::chip::ChipModel;
 use super::padding::{tpu_padded, PaddedArray};
 use super::spec::{Checked, ConvPadding, Dtype, EwKind, ReduceKind, TransposeKind};
 
@@ -42,8 +43,8 @@ pub enum Work {
         /// Bytes per element of the governing array (16-bit factors, matvec weight bytes).
         elem_bytes: u64,
     },
-    /// An MXU kernel (convolution fusion) with its epilogue on the VPU: `batch` products of `[m, taps*k] @
-    /// [taps*k, n]` (a convolution contracts over `taps` kernel positions of `k` input channels each).
+    /// An MXU kernel (convolution fusion) with its epilogue on the VPU: `batch` products of `[m, KH*KW*k] @
+    /// [KH*KW*k, n]` (a convolution contracts over KH x KW kernel positions of `k` input channels each).
     Mxu(MxuWork),
 }
 
@@ -58,8 +59,11 @@ pub struct MxuWork {
     pub k: u64,
     /// Output columns.
     pub n: u64,
-    /// Kernel positions contracted (1 for a matmul, KH*KW for a convolution).
-    pub taps: u64,
+    /// Kernel rows contracted (1 for a matmul, KH for a convolution).
+    pub taps_h: u64,
+    /// Kernel columns contracted (1 for a matmul, KW for a convolution); with NHWC the KW x C values of one
+    /// kernel row are contiguous, so narrow channels pack into one MXU contraction.
+    pub taps_w: u64,
     /// Operand element type.
     pub dtype: Dtype,
     /// Bits of the result element.
@@ -91,10 +95,10 @@ fn logical_bytes(dtype: Dtype, dims: &[u64]) -> u64 {
     (dims.iter().product::<u64>() * dtype.bits()).div_ceil(8)
 }
 
-/// Lowers a validated op; also returns the op's nominal FLOPs.
-pub(crate) fn lower(op: &Checked) -> (Vec<Kernel>, u64) {
+/// Lowers a validated op for `chip`; also returns the op's nominal FLOPs.
+pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
     match op {
-        Checked::Matmul { b, m, k, n, dtype, mlp } => lower_matmul(*b, *m, *k, *n, *dtype, *mlp),
+        Checked::Matmul { b, m, k, n, dtype, mlp } => lower_matmul(*b, *m, *k, *n, *dtype, *mlp, chip),
         Checked::Elementwise { kind, shape, dtype, to } => {
             let (inputs, class, name) = match kind {
                 EwKind::Binary => (2, VpuClass::Binary, "elementwise"),
@@ -164,7 +168,26 @@ pub(crate) fn lower(op: &Checked) -> (Vec<Kernel>, u64) {
             out_dims[*axis] = shapes.iter().map(|s| s[*axis]).sum();
             let out = tpu_padded(*dtype, &out_dims);
             let in_bytes = shapes.iter().map(|s| tpu_padded(*dtype, s).bytes()).sum();
-            let k = Kernel {
+            let mut kernels = Vec::new();
+            // An operand whose entry layout has a different dim order than the result's is first copied into the
+            // result's order (the compiler emits a copy per such operand before the concatenate fusion).
+            for s in shapes {
+                let a = tpu_padded(*dtype, s);
+                if a.order != out.order {
+                    kernels.push(Kernel {
+                        name: "copy",
+                        work: Work::Vpu {
+                            class: VpuClass::Relayout,
+                            blocks: blocks(&a),
+                            elem_bytes: dtype.bytes(),
+                        },
+                        in_bytes: a.bytes(),
+                        out_bytes: a.bytes(),
+                        unpadded_bytes: 2 * logical_bytes(*dtype, s),
+                    });
+                }
+            }
+            kernels.push(Kernel {
                 name: "concatenate fusion",
                 work: Work::Vpu {
                     class: VpuClass::Concat,
@@ -174,8 +197,8 @@ pub(crate) fn lower(op: &Checked) -> (Vec<Kernel>, u64) {
                 in_bytes,
                 out_bytes: out.bytes(),
                 unpadded_bytes: 2 * logical_bytes(*dtype, &out_dims),
-            };
-            (vec![k], 0)
+            });
+            (kernels, 0)
         }
         Checked::Conv {
             input,
@@ -213,7 +236,7 @@ fn matmul_operands(
     (x, w, o, bias)
 }
 
-fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool) -> (Vec<Kernel>, u64) {
+fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {
     let flops = 2 * b * m * k * n;
     let (x, w, o, bias_bytes) = matmul_operands(b, m, k, n, dtype, mlp);
     let out_t = dtype.matmul_result();
@@ -221,7 +244,7 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool) -> (Vec
         + if mlp { logical_bytes(dtype, &[n]) } else { 0 };
     let in_bytes = x.bytes() + w.bytes() + bias_bytes;
     // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU).
-    let work = if m == 1 && b == 1 {
+    let work = if m == 1 && b == 1 && !chip.matvec_on_mxu {
         Work::Vpu {
             class: VpuClass::Matvec,
             blocks: blocks(&w),
@@ -239,7 +262,8 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool) -> (Vec
             m,
             k,
             n,
-            taps: 1,
+            taps_h: 1,
+            taps_w: 1,
             dtype,
             out_bits: out_t.bits(),
             conv: false,
@@ -293,7 +317,8 @@ fn lower_conv(
         m,
         k: cin,
         n: cout,
-        taps,
+        taps_h: kh,
+        taps_w: kw,
         dtype,
         out_bits: out_t.bits(),
         conv: true,

@@ -277,6 +277,21 @@ fn dim(field: &str, v: i64) -> Result<u64, OpError> {
     Ok(v as u64)
 }
 
+/// Largest element count of one array the model accepts (2^40: 1 Ti elements, far beyond any HBM), so that
+/// byte and cycle arithmetic cannot overflow.
+pub const MAX_ARRAY_ELEMENTS: u64 = 1 << 40;
+
+fn bounded(field: &str, dims: &[u64]) -> Result<(), OpError> {
+    let n = dims.iter().try_fold(1u64, |acc, &d| acc.checked_mul(d));
+    match n {
+        Some(n) if n <= MAX_ARRAY_ELEMENTS => Ok(()),
+        _ => Err(OpError::InvalidParam {
+            field: field.to_string(),
+            reason: format!("{dims:?} has more than {MAX_ARRAY_ELEMENTS} elements"),
+        }),
+    }
+}
+
 fn dims(field: &str, v: &[i64], rank: Option<usize>) -> Result<Vec<u64>, OpError> {
     if let Some(r) = rank {
         if v.len() != r {
@@ -292,10 +307,13 @@ fn dims(field: &str, v: &[i64], rank: Option<usize>) -> Result<Vec<u64>, OpError
             reason: "must have at least 1 dim".into(),
         });
     }
-    v.iter()
+    let d: Vec<u64> = v
+        .iter()
         .enumerate()
         .map(|(i, &d)| dim(&format!("{field}[{i}]"), d))
-        .collect()
+        .collect::<Result<_, _>>()?;
+    bounded(field, &d)?;
+    Ok(d)
 }
 
 /// A validated op with unsigned dims, what the lowering consumes.
@@ -435,6 +453,20 @@ impl OpSpec {
 
     /// Validates dims and returns the lowering's view of the op.
     pub(crate) fn check(&self) -> Result<Checked, OpError> {
+        let c = self.check_fields()?;
+        if let Checked::Matmul { b, m, k, n, .. } = &c {
+            bounded("params", &[*b, *m, *k])?;
+            bounded("params", &[*b, *k, *n])?;
+            bounded("params", &[*b, *m, *n])?;
+        }
+        if let Checked::Conv { input, kernel, .. } = &c {
+            bounded("params", &[input[0], input[1], input[2], kernel[3]])?;
+            bounded("params", &[input[0], input[1], input[2], kernel[0], kernel[1]])?;
+        }
+        Ok(c)
+    }
+
+    fn check_fields(&self) -> Result<Checked, OpError> {
         let shape_op = |p: &ShapeParams| dims("params.shape", &p.shape, None);
         Ok(match self {
             OpSpec::Matmul(p) => Checked::Matmul {
