@@ -68,7 +68,7 @@ pub(super) fn group_stack(
         .iter()
         .map(|f| features[f.feature].rows() as u64 / ldev)
         .sum();
-    if batch_for_device % nsc != 0 {
+    if !batch_for_device.is_multiple_of(nsc) {
         return Err(PreprocessError::Spec(format!(
             "stack {}: the per-device batch ({batch_for_device}) is not divisible by num_sc_per_device ({nsc})",
             stack.name
@@ -380,7 +380,7 @@ fn fill_segment(
                 b.rp[*lhs] = rp_value(*coo);
             }
             *lhs += 1;
-            while *coo % ALIGNMENT != 0 && *coo < seg.coo_end {
+            while !(*coo).is_multiple_of(ALIGNMENT) && *coo < seg.coo_end {
                 if let Some(b) = buf.as_deref_mut() {
                     b.emb[*coo] = PAD_VALUE;
                     b.smp[*coo] = PAD_VALUE;
@@ -549,7 +549,7 @@ pub(super) fn fill_stack(
                     fill_segment(&seg, bufs.as_mut(), spec.enable_minibatching, num_scs, g.batch_per_sc);
                 out.dropped_id_count += dropped;
                 if spec.enable_minibatching {
-                    while next % ALIGNMENT != 0 && next < buffer {
+                    while !next.is_multiple_of(ALIGNMENT) && next < buffer {
                         if let Some(b) = bufs.as_mut() {
                             b.emb[next] = PAD_VALUE;
                             b.smp[next] = PAD_VALUE;
