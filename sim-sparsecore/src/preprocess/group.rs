@@ -130,7 +130,9 @@ pub(super) fn group_stack(
                     let divisor = row_divisor(stack.combiner, f, a, b);
                     for k in a..b {
                         let id = f.values[k] as u32;
-                        let col = (id.wrapping_add(shift) & mask).wrapping_add(id & !mask).wrapping_add(offset);
+                        let col = (id.wrapping_add(shift) & mask)
+                            .wrapping_add(id & !mask)
+                            .wrapping_add(offset);
                         let w = f.weights.as_ref().map_or(1.0f32, |w| w[k]);
                         let index = rows.len() as u64;
                         let bucket = if buckets_on { bucket_of(col) as u64 } else { 0 };
@@ -141,7 +143,17 @@ pub(super) fn group_stack(
                 }
             }
             radix::sort_keys(&mut keys, &mut Vec::new());
-            Ok(group_sc(&keys, &rows, &gains, sc_bits, num_scs, buckets, perform_drop, max_ids, max_unique))
+            Ok(group_sc(
+                &keys,
+                &rows,
+                &gains,
+                sc_bits,
+                num_scs,
+                buckets,
+                perform_drop,
+                max_ids,
+                max_unique,
+            ))
         };
         // SparseCores are independent: group them in parallel.
         let results: Vec<Result<ScGroups, PreprocessError>> = (0..nsc).into_par_iter().map(work).collect();
@@ -151,9 +163,10 @@ pub(super) fn group_stack(
             let s = s as u64;
             // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
             if check_limits && !spec.allow_id_dropping {
-                for (counts, kind, limit) in
-                    [(&sc.ids, LimitKind::MaxIds, max_ids), (&sc.unique, LimitKind::MaxUniqueIds, max_unique)]
-                {
+                for (counts, kind, limit) in [
+                    (&sc.ids, LimitKind::MaxIds, max_ids),
+                    (&sc.unique, LimitKind::MaxUniqueIds, max_unique),
+                ] {
                     if let Some((pos, &observed)) = counts
                         .iter()
                         .enumerate()
