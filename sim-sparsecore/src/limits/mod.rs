@@ -7,3 +7,6 @@ pub mod files;
 pub mod hbm;
 
 pub use compile::{compile_check, CompileCase, CompileVerdict, ProgramKind, ScCompileParams, VerdictClass};
+pub mod estimate;
+
+pub use files::{FdoStack, FdoStats, LimitsFile, StackLimit};
