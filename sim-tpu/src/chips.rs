@@ -66,6 +66,8 @@ pub struct ChipSpec {
     pub sc_tilespmem_bytes_available: u64,
     pub sc_spmem_bytes_per_sc: u64,
     pub sc_dma_granule_bytes: u64,
+    /// Constant part of a SparseCore backward pass's fixed Spmem allocation (read off E3001 reports).
+    pub sc_spmem_fixed_overhead_bytes: u64,
     pub sc_clock_mhz: u64,
     /// Share of HBM bandwidth the SparseCores can draw (0..=1).
     pub sc_hbm_share: f64,
@@ -200,6 +202,14 @@ impl ChipSpec {
     /// Total SparseCore tiles per chip.
     pub fn sc_tiles_per_chip(&self) -> u32 {
         self.sparsecores_per_chip * self.sc_tiles_per_sc
+    }
+    /// SparseCores per compiler device (a megacore pair counts as one device).
+    pub fn sc_per_device(&self) -> u32 {
+        if self.megacore || self.tensorcores_per_chip == 0 {
+            self.sparsecores_per_chip
+        } else {
+            self.sparsecores_per_chip / self.tensorcores_per_chip
+        }
     }
     /// Peak bf16 FLOPs per TensorCore per cycle (MXUs x dim^2 x 2).
     pub fn tc_flops_per_cycle(&self) -> u64 {

@@ -1,7 +1,10 @@
 //! Per stack: extraction of (sample, column, gain) per SparseCore, the sort, within-sample dedup,
 //! id dropping, statistics, and filling the CSR buffers.
 
+use rayon::prelude::*;
+
 use super::minibatch::{bucket_of, compute_split, for_each_merge};
+use super::radix;
 use super::spec::{Combiner, PreprocessSpec};
 use super::stacking::Stack;
 use super::{
@@ -68,7 +71,7 @@ pub(super) fn group_stack(
         .iter()
         .map(|f| features[f.feature].rows() as u64 / ldev)
         .sum();
-    if batch_for_device % nsc != 0 {
+    if !batch_for_device.is_multiple_of(nsc) {
         return Err(PreprocessError::Spec(format!(
             "stack {}: the per-device batch ({batch_for_device}) is not divisible by num_sc_per_device ({nsc})",
             stack.name
@@ -91,37 +94,47 @@ pub(super) fn group_stack(
         exceeds_limits: false,
         split: 0,
     };
-    let mut rows: Vec<u32> = Vec::new();
-    let mut gains: Vec<f32> = Vec::new();
-    let mut keys: Vec<u64> = Vec::new();
     for d in 0..ldev {
-        let mut scs = Vec::with_capacity(nsc as usize);
-        for s in 0..nsc {
-            rows.clear();
-            gains.clear();
-            keys.clear();
+        let work = |s: u64| -> Result<ScGroups, PreprocessError> {
+            let mut rows: Vec<u32> = Vec::new();
+            let mut gains: Vec<f32> = Vec::new();
+            let mut keys: Vec<u64> = Vec::new();
+            let total: usize = stack
+                .features
+                .iter()
+                .map(|fis| {
+                    let f = features[fis.feature];
+                    let n = f.rows() as u64 / (ldev * nsc);
+                    let a = (d * nsc + s) * n;
+                    f.row_splits[(a + n) as usize] - f.row_splits[a as usize]
+                })
+                .sum();
+            if total as u64 > DATA_MASK + 1 {
+                return Err(PreprocessError::Input(format!(
+                    "stack {}: more than 2^26 ids for one SparseCore",
+                    stack.name
+                )));
+            }
+            rows.reserve(total);
+            gains.reserve(total);
+            keys.reserve(total);
             for fis in &stack.features {
                 let f = features[fis.feature];
                 let n = f.rows() as u64 / (ldev * nsc);
                 let slice_start = (d * nsc + s) * n;
                 let base = s * batch_per_sc + fis.row_offset / (gdev * nsc);
+                let (shift, offset) = (fis.col_shift as u32, fis.col_offset as u32);
                 for r in slice_start..slice_start + n {
                     let (a, b) = (f.row_splits[r as usize], f.row_splits[r as usize + 1]);
                     let row = (base + r - slice_start) as u32;
                     let divisor = row_divisor(stack.combiner, f, a, b);
                     for k in a..b {
                         let id = f.values[k] as u32;
-                        let col = ((id.wrapping_add(fis.col_shift as u32)) & mask)
+                        let col = (id.wrapping_add(shift) & mask)
                             .wrapping_add(id & !mask)
-                            .wrapping_add(fis.col_offset as u32);
+                            .wrapping_add(offset);
                         let w = f.weights.as_ref().map_or(1.0f32, |w| w[k]);
                         let index = rows.len() as u64;
-                        if index > DATA_MASK {
-                            return Err(PreprocessError::Input(format!(
-                                "stack {}: more than 2^26 ids for one SparseCore",
-                                stack.name
-                            )));
-                        }
                         let bucket = if buckets_on { bucket_of(col) as u64 } else { 0 };
                         keys.push((bucket << 58) | ((col.rotate_right(sc_bits) as u64) << DATA_BITS) | index);
                         rows.push(row);
@@ -129,8 +142,8 @@ pub(super) fn group_stack(
                     }
                 }
             }
-            keys.sort_unstable();
-            let sc = group_sc(
+            radix::sort_keys(&mut keys, &mut Vec::new());
+            Ok(group_sc(
                 &keys,
                 &rows,
                 &gains,
@@ -140,7 +153,14 @@ pub(super) fn group_stack(
                 perform_drop,
                 max_ids,
                 max_unique,
-            );
+            ))
+        };
+        // SparseCores are independent: group them in parallel.
+        let results: Vec<Result<ScGroups, PreprocessError>> = (0..nsc).into_par_iter().map(work).collect();
+        let mut scs = Vec::with_capacity(nsc as usize);
+        for (s, sc) in results.into_iter().enumerate() {
+            let sc = sc?;
+            let s = s as u64;
             // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
             if check_limits && !spec.allow_id_dropping {
                 for (counts, kind, limit) in [
@@ -380,7 +400,7 @@ fn fill_segment(
                 b.rp[*lhs] = rp_value(*coo);
             }
             *lhs += 1;
-            while *coo % ALIGNMENT != 0 && *coo < seg.coo_end {
+            while !(*coo).is_multiple_of(ALIGNMENT) && *coo < seg.coo_end {
                 if let Some(b) = buf.as_deref_mut() {
                     b.emb[*coo] = PAD_VALUE;
                     b.smp[*coo] = PAD_VALUE;
@@ -549,7 +569,7 @@ pub(super) fn fill_stack(
                     fill_segment(&seg, bufs.as_mut(), spec.enable_minibatching, num_scs, g.batch_per_sc);
                 out.dropped_id_count += dropped;
                 if spec.enable_minibatching {
-                    while next % ALIGNMENT != 0 && next < buffer {
+                    while !next.is_multiple_of(ALIGNMENT) && next < buffer {
                         if let Some(b) = bufs.as_mut() {
                             b.emb[next] = PAD_VALUE;
                             b.smp[next] = PAD_VALUE;

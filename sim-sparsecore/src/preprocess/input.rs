@@ -93,7 +93,8 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
             .ok_or_else(|| PreprocessError::Input(format!("array '{key}' is missing")))?;
         let shape = arr.shape().to_vec();
         let dtype = arr.dtype();
-        let data = match dtype.descr().as_str() {
+        let descr = dtype.descr();
+        let data = match descr.trim_matches('\'') {
             "<i4" => Array::I32(
                 arr.into_vec::<i32>()
                     .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,

@@ -6,6 +6,7 @@
 mod group;
 pub mod input;
 pub mod minibatch;
+mod radix;
 pub mod spec;
 pub mod stacking;
 
@@ -142,7 +143,11 @@ pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Resul
             // Ragged rows longer than the declared valency are accepted, as jax-tpu-embedding does.
         }
     }
-    let stacks = build_stacks(spec);
+    // Stacks without features produce nothing, as in jax-tpu-embedding.
+    let stacks: Vec<Stack> = build_stacks(spec)
+        .into_iter()
+        .filter(|s| !s.features.is_empty())
+        .collect();
     let features: Vec<&FeatureIds> = spec.features.iter().map(|f| &ids[&f.name]).collect();
     // Pass 1: no buckets.
     let mut grouped: Vec<group::StackGroups> = stacks

@@ -169,7 +169,7 @@ impl PreprocessSpec {
                     f.name
                 ));
             }
-            if f.input_shape[0] % rows_div != 0 {
+            if !f.input_shape[0].is_multiple_of(rows_div) {
                 return bad(format!(
                     "features.{}.input_shape: {} rows are not divisible by local_device_count x num_sc_per_device = {rows_div}",
                     f.name, f.input_shape[0]
