@@ -135,8 +135,8 @@ impl ScParams {
         let simd = dim.div_ceil(self.lanes(elem_bytes));
         let rows_touched = 1 + optimizer.slots();
         // Reduce every id's gradient, then update each unique row (and its slots).
-        let compute_cycles = w.ids.div_ceil(tiles) * (self.cycles_per_id + simd)
-            + w.unique.div_ceil(tiles) * simd * rows_touched * 2;
+        let compute_cycles =
+            w.ids.div_ceil(tiles) * (self.cycles_per_id + simd) + w.unique.div_ceil(tiles) * simd * rows_touched * 2;
         let rmw = w.unique * row * rows_touched * 2;
         let grads = w.samples * dim * 4 + w.ids * 12;
         let hbm_bytes = rmw + grads;
@@ -204,7 +204,15 @@ mod tests {
     #[test]
     fn width_one_rows_waste_seven_eighths() {
         assert_eq!(padded_row_bytes(1, 4, 32), 32);
-        let c = tpu7x().forward(ScWork { ids: 800, unique: 100, samples: 0 }, 1, 4);
+        let c = tpu7x().forward(
+            ScWork {
+                ids: 800,
+                unique: 100,
+                samples: 0,
+            },
+            1,
+            4,
+        );
         assert_eq!(c.hbm_padding_bytes, 100 * 28);
     }
 }

@@ -363,7 +363,8 @@ fn validate_cmd(
     for s in &stacks {
         let case = |kind| CompileCase {
             kind,
-            vocab: s.stack_vocab_size,
+            // Each device holds its shard of the stack.
+            vocab: s.stack_vocab_size.div_ceil(spec.global_device_count as u64),
             dim: s.stack_embedding_dim,
             batch: devices_batch(s),
             max_ids: s.max_ids_per_partition as u64,

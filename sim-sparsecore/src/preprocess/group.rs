@@ -502,6 +502,8 @@ pub(super) fn fill_stack(
                 max_unique[p] = max_unique[p].max(uniq);
                 required[s] += round8(ids as u64) as u32;
             }
+            out.ids_per_sc.push(sc.ids.iter().sum());
+            out.unique_per_sc.push(sc.unique.iter().sum());
             out.dropped_id_count += sc.dropped;
         }
         // Minibatches per SparseCore.

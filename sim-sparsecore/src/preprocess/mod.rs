@@ -101,6 +101,12 @@ pub struct StackOutput {
     pub required_buffer_sizes: Vec<u32>,
     /// Raw ids dropped (limits with dropping, or static buffer overflow).
     pub dropped_id_count: u64,
+    /// Per local SparseCore: ids after dedup, summed over partitions (work for the timing model).
+    #[serde(skip)]
+    pub ids_per_sc: Vec<u32>,
+    /// Per local SparseCore: unique ids summed over partitions.
+    #[serde(skip)]
+    pub unique_per_sc: Vec<u32>,
 }
 
 /// The result of preprocessing one batch.
