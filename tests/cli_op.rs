@@ -175,3 +175,31 @@ fn chip_file_overrides_the_clock() {
     assert!(err.contains("bogus"), "{err}");
     let _ = std::fs::remove_dir_all(&dir);
 }
+
+#[test]
+fn sparsecore_gather_against_the_published_pallas_figure() {
+    let run = |spec: &str| {
+        let out = std::process::Command::new(env!("CARGO_BIN_EXE_tpusim"))
+            .args(["op", "--chip", "tpu7x", "--json", spec])
+            .output()
+            .unwrap();
+        assert_eq!(out.status.code(), Some(0), "{}", String::from_utf8_lossy(&out.stderr));
+        let v: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        v["time_ns"].as_f64().unwrap()
+    };
+    let sc = run(r#"{"op": "sc_gather", "params": {"rows": 4194304, "row_bytes": 512}}"#);
+    let tc = run(r#"{"op": "tc_gather", "params": {"rows": 4194304, "row_bytes": 512}}"#);
+    assert!((sc / 4.05e6 - 1.0).abs() < 0.02, "{sc}");
+    assert!((tc / 18.1e6 - 1.0).abs() < 0.02, "{tc}");
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_tpusim"))
+        .args([
+            "op",
+            "--chip",
+            "tpu7x",
+            r#"{"op": "sc_gather", "params": {"rows": 0, "row_bytes": 512}}"#,
+        ])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(2));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("params.rows"));
+}
