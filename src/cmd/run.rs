@@ -169,6 +169,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 fn traces_write(rec: &sim_core::recorder::Recorder, f: std::fs::File) -> anyhow::Result<()> {
-    serde_json::to_writer(std::io::BufWriter::new(f), rec)?;
+    traces::write_chrome_trace(rec, std::io::BufWriter::new(f))?;
     Ok(())
 }
