@@ -40,6 +40,50 @@ pub struct Args {
     /// Write a Chrome trace (opens in Perfetto or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
+    /// Write summary.json, report.md, report.html and plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+}
+
+/// The report input of a run (one Gantt panel per run given).
+pub fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> reports::ReportInput {
+    reports::ReportInput {
+        title: format!("tpusim: {} on {} x {}", w.name, w.chips, w.chip),
+        summary: main.summary.clone(),
+        gantt: runs
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.recorder.clone(), r.summary.step_time_us))
+            .collect(),
+        bottleneck: main.bottleneck.clone(),
+        chip_constants: main.chip_constants.clone(),
+        padding_per_buffer: main.padding_per_buffer.clone(),
+        knobs: vec![
+            (
+                "pipelining (tf_xla_disable_full_embedding_pipelining)".into(),
+                format!("{:?}", w.pipelining),
+                format!(
+                    "step time {:.1} us, TC/SC overlap {:.0}%",
+                    main.summary.step_time_us,
+                    main.summary.overlap_fraction * 100.0
+                ),
+            ),
+            (
+                "max_ids_per_partition".into(),
+                w.limits.max_ids_per_partition.unwrap_or(256).to_string(),
+                format!("{} minibatches per step", main.summary.minibatches_per_step),
+            ),
+            (
+                "allow_id_dropping".into(),
+                w.limits.allow_id_dropping.to_string(),
+                format!("{} ids dropped per step", main.summary.dropped_ids_per_step),
+            ),
+            (
+                "host threads / prefetch".into(),
+                format!("{} / {}", w.host.threads, w.host.prefetch),
+                format!("host busy {:.0}%", main.summary.busy_fraction.host * 100.0),
+            ),
+        ],
+    }
 }
 
 /// The workload an invocation describes (file or preset, with overrides).
@@ -157,6 +201,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
         traces_write(&r.recorder, f)?;
     }
+    if let Some(dir) = &args.report {
+        let label = format!("{:?}", w.pipelining).to_lowercase();
+        reports::write_report(dir, &report_input(&w, &[(label.as_str(), &r)], &r))
+            .with_context(|| dir.display().to_string())?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&r.summary)?);
     } else {
@@ -164,11 +213,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if let Some(p) = &args.trace {
             println!("trace: {}", p.display());
         }
+        if let Some(d) = &args.report {
+            println!("report: {}", d.join("report.html").display());
+        }
     }
     Ok(if r.summary.fits { 0 } else { 1 })
 }
 
-fn traces_write(rec: &sim_core::recorder::Recorder, f: std::fs::File) -> anyhow::Result<()> {
+pub fn traces_write(rec: &sim_core::recorder::Recorder, f: std::fs::File) -> anyhow::Result<()> {
     traces::write_chrome_trace(rec, std::io::BufWriter::new(f))?;
     Ok(())
 }
