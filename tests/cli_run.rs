@@ -4,7 +4,11 @@ use std::process::Command;
 
 fn tpusim(args: &[&str]) -> (i32, String, String) {
     let out = Command::new(env!("CARGO_BIN_EXE_tpusim")).args(args).output().unwrap();
-    (out.status.code().unwrap_or(-1), String::from_utf8_lossy(&out.stdout).into(), String::from_utf8_lossy(&out.stderr).into())
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into(),
+        String::from_utf8_lossy(&out.stderr).into(),
+    )
 }
 
 fn tmp(name: &str) -> std::path::PathBuf {
@@ -18,7 +22,20 @@ fn run_json_schema() {
     let (code, out, err) = tpusim(&["run", "--preset", "dlrm-small", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&out).unwrap();
-    for k in ["step_time_us", "samples_per_s", "busy_fraction", "overlap_fraction", "hbm_bytes_per_step", "hbm_padding_bytes_per_step", "peak_memory_bytes", "capacity_bytes", "fits", "limits", "minibatches_per_step", "dropped_ids_per_step"] {
+    for k in [
+        "step_time_us",
+        "samples_per_s",
+        "busy_fraction",
+        "overlap_fraction",
+        "hbm_bytes_per_step",
+        "hbm_padding_bytes_per_step",
+        "peak_memory_bytes",
+        "capacity_bytes",
+        "fits",
+        "limits",
+        "minibatches_per_step",
+        "dropped_ids_per_step",
+    ] {
         assert!(v.get(k).is_some(), "{k}");
     }
     for k in ["tc", "sc", "hbm", "ici", "host"] {
@@ -30,7 +47,18 @@ fn run_json_schema() {
 fn run_human_trace_report_and_functional() {
     let d = tmp("run");
     let trace = d.join("t.json");
-    let (code, out, _) = tpusim(&["run", "--preset", "balanced", "--pipelining", "sequential", "--functional", "--trace", trace.to_str().unwrap(), "--report", d.to_str().unwrap()]);
+    let (code, out, _) = tpusim(&[
+        "run",
+        "--preset",
+        "balanced",
+        "--pipelining",
+        "sequential",
+        "--functional",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--report",
+        d.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0, "{out}");
     assert!(out.contains("-bound:") && out.contains("loss"), "{out}");
     let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
@@ -66,15 +94,78 @@ fn demo_and_explain() {
     let d = tmp("demo");
     let (code, out, err) = tpusim(&["demo", "--out", d.to_str().unwrap()]);
     assert_eq!(code, 0, "{err}");
-    assert!(out.contains("step time (pipelined)") && out.contains("report.html"), "{out}");
+    assert!(
+        out.contains("step time (pipelined)") && out.contains("report.html"),
+        "{out}"
+    );
     assert!(d.join("trace.json").exists() && d.join("report.html").exists());
     let svg = d.join("p.svg");
-    let (code, out, _) = tpusim(&["explain", "pipelining", "--preset", "balanced", "--svg", svg.to_str().unwrap()]);
+    let (code, out, _) = tpusim(&[
+        "explain",
+        "pipelining",
+        "--preset",
+        "balanced",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
     assert_eq!(code, 0);
     assert!(out.contains("two steps late"));
     assert!(std::fs::read_to_string(&svg).unwrap().contains("SC/F"));
     let dir = env!("CARGO_MANIFEST_DIR");
-    let (code, out, _) = tpusim(&["explain", "limits", "--spec", &format!("{dir}/testdata/preprocess/example/spec.json"), "--ids", &format!("{dir}/testdata/preprocess/example/ids_hot.npz")]);
+    let (code, out, _) = tpusim(&[
+        "explain",
+        "limits",
+        "--spec",
+        &format!("{dir}/testdata/preprocess/example/spec.json"),
+        "--ids",
+        &format!("{dir}/testdata/preprocess/example/ids_hot.npz"),
+    ]);
     assert_eq!(code, 0);
     assert!(out.contains("over the limit"), "{out}");
+}
+
+#[test]
+fn sweep_answers_planners() {
+    let d = tmp("sweep");
+    let (code, out, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4,8",
+        "--batch",
+        "4096..8192x2",
+        "--target",
+        "5e7",
+        "-j",
+        "2",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("largest batch that fits") && out.contains("cheapest configuration"),
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(d.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
+    assert!(std::fs::read_to_string(d.join("sweep.svg"))
+        .unwrap()
+        .contains("<polyline"));
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v9",
+        "--chips",
+        "4",
+        "--batch",
+        "4096",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
 }
