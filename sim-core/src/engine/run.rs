@@ -60,13 +60,19 @@ pub(crate) fn dense_index(ids: &[TaskId], id: TaskId) -> Option<u32> {
     (ids.get(i) == Some(&id)).then_some(i as u32)
 }
 
+/// An event in the heap: ordered by (time, sequence). What it is lives in `Sim::payload[seq]`, so
+/// the heap moves 16-byte keys.
 #[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
 struct Event {
     time: u64,
     seq: u64,
-    /// Task index for a finish, or `BW_FLAG | resource` for a bandwidth check.
+}
+
+/// What an event does: a task index for a finish, or `BW_FLAG | resource` with the epoch of a
+/// bandwidth check (stale checks are skipped).
+#[derive(Clone, Copy)]
+struct Payload {
     what: u64,
-    /// Epoch of a bandwidth check (stale checks are skipped).
     epoch: u64,
 }
 
@@ -142,7 +148,7 @@ struct Sim<'a> {
     states: Vec<State>,
     stats: Vec<ResourceStats>,
     heap: BinaryHeap<Reverse<Event>>,
-    seq: u64,
+    payload: Vec<Payload>,
     ready_seq: u64,
     now: u64,
     events: u64,
@@ -205,7 +211,7 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         states,
         stats: vec![ResourceStats::default(); engine.resources.len()],
         heap: BinaryHeap::with_capacity(1024),
-        seq: 0,
+        payload: Vec::with_capacity(n + n / 4 + 16),
         ready_seq: 0,
         now: 0,
         events: 0,
@@ -220,10 +226,11 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
     while let Some(Reverse(ev)) = sim.heap.pop() {
         sim.events += 1;
         sim.now = ev.time;
-        if ev.what & BW_FLAG != 0 {
-            sim.bandwidth_check((ev.what & !BW_FLAG) as usize, ev.epoch);
+        let Payload { what, epoch } = sim.payload[ev.seq as usize];
+        if what & BW_FLAG != 0 {
+            sim.bandwidth_check((what & !BW_FLAG) as usize, epoch);
         } else {
-            sim.finish(ev.what as u32);
+            sim.finish(what as u32);
         }
     }
     if sim.done != n {
@@ -269,13 +276,9 @@ fn check_resource(engine: &Engine, d: &Dense, i: usize) -> Result<(), EngineErro
 
 impl Sim<'_> {
     fn push(&mut self, time: u64, what: u64, epoch: u64) {
-        self.seq += 1;
-        self.heap.push(Reverse(Event {
-            time,
-            seq: self.seq,
-            what,
-            epoch,
-        }));
+        let seq = self.payload.len() as u64;
+        self.payload.push(Payload { what, epoch });
+        self.heap.push(Reverse(Event { time, seq }));
     }
 
     fn ready(&mut self, t: u32) {
