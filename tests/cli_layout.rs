@@ -1,15 +1,9 @@
 //! `tpusim layout` as a user runs it (also the README's examples).
 
-use std::process::Command;
+mod common;
 
-fn tpusim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tpusim")).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use common::tpusim;
+use std::process::Command;
 
 #[test]
 fn readme_quick_start_layout() {

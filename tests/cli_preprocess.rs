@@ -1,19 +1,12 @@
 //! `tpusim preprocess` as a user runs it (the README's examples).
 
-use std::process::Command;
+mod common;
+
+use common::tpusim;
 
 const SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");
 const IDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/ids.npz");
 const HOT: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/ids_hot.npz");
-
-fn tpusim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tpusim")).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
 
 #[test]
 fn table_and_json() {

@@ -1,15 +1,8 @@
 //! `tpusim run`, `demo` and `explain` as the README shows them.
 
-use std::process::Command;
+mod common;
 
-fn tpusim(args: &[&str]) -> (i32, String, String) {
-    let out = Command::new(env!("CARGO_BIN_EXE_tpusim")).args(args).output().unwrap();
-    (
-        out.status.code().unwrap_or(-1),
-        String::from_utf8_lossy(&out.stdout).into(),
-        String::from_utf8_lossy(&out.stderr).into(),
-    )
-}
+use common::tpusim;
 
 fn tmp(name: &str) -> std::path::PathBuf {
     let d = std::env::temp_dir().join(format!("tpusim-{name}-{}", std::process::id()));

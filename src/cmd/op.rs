@@ -88,17 +88,7 @@ fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSu
         if chip.sparsecores_per_chip == 0 {
             anyhow::bail!("{} has no SparseCores", chip.name);
         }
-        let p = sim_sparsecore::model::ScParams {
-            sparsecores: chip.sparsecores_per_chip,
-            tiles: chip.sc_tiles_per_sc,
-            lanes_f32: chip.sc_simd_lanes_f32,
-            lanes_bf16: chip.sc_simd_lanes_bf16,
-            clock_hz: chip.sc_clock_mhz * 1_000_000,
-            dma_granule_bytes: chip.sc_dma_granule_bytes,
-            tile_dma_bytes_per_cycle: sim_sparsecore::model::CALIBRATED_TILE_DMA_BYTES_PER_CYCLE,
-            cycles_per_id: sim_sparsecore::model::ASSUMED_CYCLES_PER_ID,
-            hbm_share: chip.sc_hbm_share,
-        };
+        let p = workloads::program::sc_params(&chip);
         let (ns, bytes) =
             sim_sparsecore::model::sc_gather_ns(&p, chip.sc_per_device(), rows, row_bytes, hbm_per_device);
         (ns, bytes, p.clock_hz)

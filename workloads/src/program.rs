@@ -156,7 +156,8 @@ struct StepWork {
     ids: u64,
 }
 
-fn sc_params(chip: &ChipSpec) -> ScParams {
+/// The SparseCore model parameters of a chip preset (calibrated and assumed constants included).
+pub fn sc_params(chip: &ChipSpec) -> ScParams {
     ScParams {
         sparsecores: chip.sparsecores_per_chip,
         tiles: chip.sc_tiles_per_sc,
