@@ -162,3 +162,11 @@ fn sweep_answers_planners() {
     ]);
     assert_eq!(code, 2, "{err}");
 }
+
+#[test]
+fn workload_file_with_npz_ids() {
+    let f = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/workloads/npz-example.toml");
+    let (code, out, err) = tpusim(&["run", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("npz-example") && !out.contains("-0%"), "{out}");
+}

@@ -91,7 +91,9 @@ pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
     let mut w = match (&args.workload, &args.preset) {
         (Some(p), _) => {
             let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            Workload::parse(&text).with_context(|| p.display().to_string())?
+            let mut w = Workload::parse(&text).with_context(|| p.display().to_string())?;
+            w.resolve_paths(p.parent().unwrap_or(std::path::Path::new(".")));
+            w
         }
         (None, Some(name)) => Workload::preset(name)?,
         (None, None) => anyhow::bail!(

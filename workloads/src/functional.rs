@@ -9,7 +9,7 @@
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
-use crate::ids::generate_batch;
+use crate::ids::batch_for_step;
 use crate::spec::{Workload, WorkloadError};
 
 /// Embedding dim of the functional model (small: the point is the schedule, not the model size).
@@ -37,7 +37,7 @@ pub struct Sample {
 
 /// The samples of a step (one chip's batch, capped for speed), with planted labels.
 pub fn samples(w: &Workload, step: u32, max_samples: usize) -> Vec<Sample> {
-    let batch = generate_batch(w, step);
+    let batch = batch_for_step(w, step).unwrap_or_default();
     let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ 0xC11C_u64 ^ step as u64);
     let n = (w.batch_per_chip() as usize).min(max_samples);
     (0..n)
@@ -48,7 +48,9 @@ pub fn samples(w: &Workload, step: u32, max_samples: usize) -> Vec<Sample> {
                 .iter()
                 .enumerate()
                 .map(|(fi, f)| {
-                    let ids = &batch[&f.name];
+                    let Some(ids) = batch.get(&f.name) else {
+                        return Vec::new();
+                    };
                     let t = w.tables.iter().position(|t| t.name == f.table).unwrap_or(0);
                     let vocab = w.tables[t].vocab.min(MAX_ROWS);
                     ids.values[ids.row_splits[r]..ids.row_splits[r + 1]]

@@ -9,7 +9,7 @@ use sim_sparsecore::preprocess::{BatchIds, FeatureIds, FeatureSpec, PreprocessSp
 use crate::spec::{IdDist, Valency, Workload};
 
 /// Largest valency a Poisson or uniform feature is declared with (its input_shape).
-fn max_valency(v: &Valency) -> u64 {
+pub fn max_valency(v: &Valency) -> u64 {
     match v {
         Valency::Fixed(n) => *n,
         Valency::Uniform([_, hi]) => *hi,
@@ -58,11 +58,46 @@ fn scatter(rank: u64, vocab: u64) -> u64 {
     (rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % vocab
 }
 
-/// The ids of one chip for one step.
+/// The ids of one chip for one step (generated, or read from the feature's NPZ files).
+pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::WorkloadError> {
+    let mut out = generate_batch(w, step);
+    for f in &w.features {
+        if let IdDist::Npz(files) = &f.ids {
+            let path = &files[step as usize % files.len()];
+            let mut batch = sim_sparsecore::preprocess::read_npz(path).map_err(|e| {
+                crate::spec::WorkloadError::Spec(format!("features.{}: {}: {e}", f.name, path.display()))
+            })?;
+            let ids = batch.remove(&f.name).ok_or_else(|| {
+                crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has no array '{}'",
+                    f.name,
+                    path.display(),
+                    f.name
+                ))
+            })?;
+            if ids.rows() as u64 != w.batch_per_chip() {
+                return Err(crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has {} rows, the batch per chip is {}",
+                    f.name,
+                    path.display(),
+                    ids.rows(),
+                    w.batch_per_chip()
+                )));
+            }
+            out.insert(f.name.clone(), ids);
+        }
+    }
+    Ok(out)
+}
+
+/// Generated ids of one chip for one step (features with NPZ ids get none here).
 pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
     let rows = w.batch_per_chip() as usize;
     let mut out = BatchIds::new();
     for (fi, f) in w.features.iter().enumerate() {
+        if matches!(f.ids, IdDist::Npz(_)) {
+            continue;
+        }
         let vocab = w.tables.iter().find(|t| t.name == f.table).map_or(1, |t| t.vocab);
         let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ ((step as u64) << 32) ^ (fi as u64 * 0x51_7CC1_B727_220A));
         let zipf = match f.ids {
@@ -86,6 +121,7 @@ pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
                 let id = match &f.ids {
                     IdDist::Uniform => rng.gen_range(0..vocab),
                     IdDist::Zipf(_) => scatter(zipf.map_or(1.0, |z| z.sample(&mut rng)) as u64, vocab),
+                    IdDist::Npz(_) => 0,
                     IdDist::HotSet { fraction, size } => {
                         if rng.gen_bool(fraction.clamp(0.0, 1.0)) {
                             scatter(rng.gen_range(0..(*size).clamp(1, vocab)), vocab)

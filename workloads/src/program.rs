@@ -20,7 +20,7 @@ use sim_sparsecore::preprocess::{preprocess, Options, PreprocessError};
 use sim_tpu::chips::{Chip, ChipSpec};
 use sim_tpu::tensorcore::{cost, ChipModel, OpSpec};
 
-use crate::ids::{generate_batch, preprocess_spec};
+use crate::ids::{batch_for_step, preprocess_spec};
 use crate::spec::{Interaction, Pipelining, Workload, WorkloadError};
 
 /// Sequencer cycles to start one SparseCore pass (one minibatch of one stack); assumed.
@@ -194,6 +194,19 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let devices_per_chip = (chip.sparsecores_per_chip / sc_per_device.max(1)).max(1);
     let mut pspec = preprocess_spec(w, sc_per_device);
     pspec.global_device_count = w.chips * devices_per_chip;
+    if let Some(path) = &w.limits.file {
+        let limits = if path.is_dir() {
+            sim_sparsecore::limits::files::limits_from_fdo(
+                &sim_sparsecore::limits::files::load_fdo_dir(path).map_err(|e| WorkloadError::Spec(e.to_string()))?,
+                sc_per_device as u64,
+            )
+        } else {
+            sim_sparsecore::limits::LimitsFile::read(path)
+                .map_err(|e| WorkloadError::Spec(e.to_string()))?
+                .stacks
+        };
+        pspec = sim_sparsecore::limits::estimate::apply_limits(&pspec, &limits);
+    }
     if !(pspec.num_scs()).is_power_of_two() {
         return Err(WorkloadError::Spec("chips x SparseCores must be a power of two".into()));
     }
@@ -204,7 +217,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let mut verdicts: BTreeMap<String, (String, u64, u64)> = BTreeMap::new();
     let mut steps_work = Vec::new();
     for step in 0..w.steps {
-        let batch = generate_batch(w, step);
+        let batch = batch_for_step(w, step)?;
         let ids: u64 = batch.values().map(|f| f.len() as u64).sum();
         let out = match preprocess(&pspec, &batch, Options { stats_only: true }) {
             Ok(o) => o,
@@ -721,7 +734,8 @@ fn utilisation(spans: &[Span], thread: &str, bytes_per_s: u64, window: (u64, u64
             bytes as f64 * inside as f64 / (s.end.0 - s.start.0) as f64
         })
         .sum();
-    moved / (bytes_per_s as f64 * (window.1 - window.0) as f64 / 1e12)
+    // + 0.0: an empty float sum is -0.0.
+    moved / (bytes_per_s as f64 * (window.1 - window.0) as f64 / 1e12) + 0.0
 }
 
 fn intervals(spans: &[Span], pred: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> Vec<(u64, u64)> {

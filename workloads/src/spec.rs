@@ -106,6 +106,9 @@ pub enum IdDist {
         /// Hot set size.
         size: u64,
     },
+    /// Real ids from NPZ files in the preprocess contract (the feature's array), one file per step,
+    /// cycled; the rows must equal the batch per chip.
+    Npz(Vec<std::path::PathBuf>),
 }
 
 /// A sparse feature.
@@ -162,6 +165,10 @@ pub struct LimitsDef {
     /// Split batches that exceed limits into minibatches.
     #[serde(default = "yes")]
     pub enable_minibatching: bool,
+    /// A limits file (JSON or TOML, `tpusim limits estimate -o`) or a directory of jax-tpu-embedding
+    /// FDO stats; per-stack values there override the two defaults above.
+    #[serde(default)]
+    pub file: Option<std::path::PathBuf>,
 }
 
 fn yes() -> bool {
@@ -213,6 +220,9 @@ pub struct Workload {
     pub chip: String,
     /// Number of chips (a power of two).
     pub chips: u32,
+    /// ICI topology, e.g. "4x4x4" (its product must equal `chips`); informational for the all-to-all.
+    #[serde(default)]
+    pub topology: Option<String>,
     /// Global batch (samples per step over all chips).
     pub global_batch: u64,
     /// Steps to simulate.
@@ -254,6 +264,23 @@ impl Workload {
         };
         w.validate()?;
         Ok(w)
+    }
+
+    /// Makes relative paths (NPZ ids, limits file) relative to `base` (the workload file's folder).
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        let fix = |p: &mut std::path::PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        for f in &mut self.features {
+            if let IdDist::Npz(files) = &mut f.ids {
+                files.iter_mut().for_each(fix);
+            }
+        }
+        if let Some(p) = &mut self.limits.file {
+            fix(p);
+        }
     }
 
     /// A built-in preset.
@@ -307,6 +334,22 @@ impl Workload {
             if let IdDist::Zipf(a) = f.ids {
                 if a.is_nan() || a <= 0.0 {
                     return bad(format!("features.{}: zipf exponent must be > 0", f.name));
+                }
+            }
+        }
+        if let Some(t) = &self.topology {
+            let product: Option<u64> = t.split('x').map(|d| d.trim().parse::<u64>().ok()).product();
+            if product != Some(self.chips as u64) {
+                return bad(format!(
+                    "topology '{t}' does not multiply out to chips = {}",
+                    self.chips
+                ));
+            }
+        }
+        for f in &self.features {
+            if let IdDist::Npz(files) = &f.ids {
+                if files.is_empty() {
+                    return bad(format!("features.{}: ids.npz needs at least one file", f.name));
                 }
             }
         }
