@@ -326,6 +326,22 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
         })
         .collect();
     let mem = bars_svg("Peak memory per space (share of capacity)", &mem, "%");
+    let s = &r.summary;
+    let data = s.hbm_bytes_per_step.saturating_sub(s.hbm_padding_bytes_per_step);
+    let traffic = bars_svg(
+        &format!(
+            "HBM bytes per step: {} B, of which padding {} B",
+            s.hbm_bytes_per_step, s.hbm_padding_bytes_per_step
+        ),
+        &[
+            ("data".into(), data as f64 / s.hbm_bytes_per_step.max(1) as f64),
+            (
+                "padding".into(),
+                s.hbm_padding_bytes_per_step as f64 / s.hbm_bytes_per_step.max(1) as f64,
+            ),
+        ],
+        "%",
+    );
     let paths = ReportPaths {
         summary: dir.join("summary.json"),
         markdown: dir.join("report.md"),
@@ -339,6 +355,7 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
     std::fs::write(&paths.gantt, &gantt)?;
     std::fs::write(dir.join("busy.svg"), &busy)?;
     std::fs::write(dir.join("memory.svg"), &mem)?;
+    std::fs::write(dir.join("hbm_traffic.svg"), &traffic)?;
     let md = markdown(r);
     std::fs::write(&paths.markdown, &md)?;
     // HTML: the Markdown tables as HTML, pictures inline.
@@ -372,6 +389,7 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
             html.push_str(&gantt);
             html.push_str(&busy);
             html.push_str(&mem);
+            html.push_str(&traffic);
         } else if !line.is_empty() {
             let _ = writeln!(html, "<p>{}</p>", escape(line));
         }
