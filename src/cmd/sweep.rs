@@ -238,7 +238,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         args.output.join("sweep.json"),
         serde_json::to_string_pretty(&points)? + "\n",
     )?;
-    std::fs::write(args.output.join("sweep.svg"), sweep_svg(&points))?;
+    std::fs::write(
+        args.output.join("sweep.svg"),
+        sweep_svg(&points, |p| p.samples_per_s, "samples/s"),
+    )?;
+    std::fs::write(
+        args.output.join("step_time.svg"),
+        sweep_svg(&points, |p| p.step_time_us, "step time (us)"),
+    )?;
+    std::fs::write(args.output.join("fit_map.svg"), fit_map_svg(&points))?;
     println!(
         "{:<8} {:>6} {:>22} {:>16}",
         "chip", "chips", "largest batch that fits", "samples/s there"
@@ -267,24 +275,75 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     println!(
-        "\nwrote {}/sweep.csv, sweep.json, sweep.svg ({} configurations)",
+        "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg ({} configurations)",
         args.output.display(),
         points.len()
     );
     Ok(0)
 }
 
-/// Samples/s against batch, one line per (chip, chips); hollow markers where it does not fit.
-fn sweep_svg(points: &[Point]) -> String {
+/// A map of configurations (rows: chip x chips) against batch: green fits, red does not, grey failed.
+fn fit_map_svg(points: &[Point]) -> String {
+    let mut rows: Vec<(String, u32)> = points.iter().map(|p| (p.chip.clone(), p.chips)).collect();
+    rows.sort();
+    rows.dedup();
+    let mut cols: Vec<u64> = points.iter().map(|p| p.batch).collect();
+    cols.sort_unstable();
+    cols.dedup();
+    let (cw, rh, l, t) = (64.0, 22.0, 110.0, 40.0);
+    let w = l + cw * cols.len() as f64 + 20.0;
+    let h = t + rh * rows.len() as f64 + 40.0;
+    let mut s = format!(
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="18" font-size="13" font-weight="bold">fits? (green yes, red no, grey error) by configuration and global batch</text>"#
+    );
+    for (j, b) in cols.iter().enumerate() {
+        let _ = write!(
+            s,
+            r#"<text x="{:.1}" y="{}" text-anchor="middle">{b}</text>"#,
+            l + cw * j as f64 + cw / 2.0,
+            t - 4.0
+        );
+    }
+    for (i, (c, n)) in rows.iter().enumerate() {
+        let y = t + rh * i as f64;
+        let _ = write!(s, r#"<text x="10" y="{:.1}">{n} x {c}</text>"#, y + 15.0);
+        for (j, b) in cols.iter().enumerate() {
+            let Some(p) = points.iter().find(|p| &p.chip == c && p.chips == *n && p.batch == *b) else {
+                continue;
+            };
+            let fill = if p.error.is_some() {
+                "#bbbbbb"
+            } else if p.fits {
+                "#59a14f"
+            } else {
+                "#e15759"
+            };
+            let _ = write!(
+                s,
+                r#"<rect x="{:.1}" y="{y:.1}" width="{}" height="{}" fill="{fill}" stroke="white"><title>{n} x {c}, batch {b}: {}</title></rect>"#,
+                l + cw * j as f64,
+                cw - 2.0,
+                rh - 2.0,
+                if p.fits {
+                    "fits".to_string()
+                } else {
+                    p.error.clone().unwrap_or_else(|| "does not fit".into())
+                }
+            );
+        }
+    }
+    s.push_str("</svg>\n");
+    s
+}
+
+/// A metric against batch, one line per (chip, chips); hollow markers where it does not fit.
+fn sweep_svg(points: &[Point], metric: impl Fn(&Point) -> f64, label: &str) -> String {
     let (w, h, l, b) = (760.0, 420.0, 80.0, 50.0);
-    let ok: Vec<&Point> = points
-        .iter()
-        .filter(|p| p.error.is_none() && p.samples_per_s > 0.0)
-        .collect();
+    let ok: Vec<&Point> = points.iter().filter(|p| p.error.is_none() && metric(p) > 0.0).collect();
     let (bmin, bmax) = ok.iter().fold((f64::MAX, 0.0f64), |a, p| {
         (a.0.min(p.batch as f64), a.1.max(p.batch as f64))
     });
-    let smax = ok.iter().map(|p| p.samples_per_s).fold(1.0, f64::max);
+    let smax = ok.iter().map(|p| metric(p)).fold(1e-9, f64::max);
     let x = |v: f64| {
         l + if bmax > bmin {
             (v.ln() - bmin.ln()) / (bmax.ln() - bmin.ln())
@@ -297,7 +356,7 @@ fn sweep_svg(points: &[Point]) -> String {
         "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#9c755f",
     ];
     let mut s = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="{l}" y="18" font-size="13" font-weight="bold">samples/s vs global batch (hollow: does not fit)</text><line x1="{l}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{l}" y1="30" x2="{l}" y2="{}" stroke="black"/><text x="8" y="40">{:.3e}</text>"#,
+        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="{l}" y="18" font-size="13" font-weight="bold">{label} vs global batch (hollow: does not fit)</text><line x1="{l}" y1="{}" x2="{}" y2="{}" stroke="black"/><line x1="{l}" y1="30" x2="{l}" y2="{}" stroke="black"/><text x="8" y="40">{:.3e}</text>"#,
         h - b,
         w - 160.0,
         h - b,
@@ -313,7 +372,7 @@ fn sweep_svg(points: &[Point]) -> String {
         pts.sort_by_key(|p| p.batch);
         let path: Vec<String> = pts
             .iter()
-            .map(|p| format!("{:.1},{:.1}", x(p.batch as f64), y(p.samples_per_s)))
+            .map(|p| format!("{:.1},{:.1}", x(p.batch as f64), y(metric(p))))
             .collect();
         let _ = write!(
             s,
@@ -324,13 +383,13 @@ fn sweep_svg(points: &[Point]) -> String {
             let fill = if p.fits { col } else { "white" };
             let _ = write!(
                 s,
-                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{col}"><title>{} x {} batch {}: {:.0} samples/s</title></circle>"#,
+                r#"<circle cx="{:.1}" cy="{:.1}" r="4" fill="{fill}" stroke="{col}"><title>{} x {} batch {}: {:.1} {label}</title></circle>"#,
                 x(p.batch as f64),
-                y(p.samples_per_s),
+                y(metric(p)),
                 n,
                 c,
                 p.batch,
-                p.samples_per_s
+                metric(p)
             );
         }
         let _ = write!(
