@@ -8,6 +8,8 @@
 
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
+use sim_core::buffer::TiledBuffer;
+use sim_core::layout::{ArrayShape, Dim, Layout, PrimitiveType};
 
 use crate::ids::batch_for_step;
 use crate::spec::{Workload, WorkloadError};
@@ -71,11 +73,12 @@ pub fn samples(w: &Workload, step: u32, max_samples: usize) -> Vec<Sample> {
         .collect()
 }
 
-/// The model: one table per feature's table, a linear layer over the pooled embeddings.
-#[derive(Clone, Debug, PartialEq)]
+/// The model: one table per feature's table, held in HBM-style tiled buffers (rows padded to 8 f32,
+/// the SparseCore's 32-byte granule), and a linear layer over the pooled embeddings.
+#[derive(Clone, Debug)]
 pub struct Model {
-    /// Tables, row-major [rows][FUNCTIONAL_DIM].
-    pub tables: Vec<Vec<f32>>,
+    /// Tables as stored: f32[rows, FUNCTIONAL_DIM]{1,0:T(1,8)} (padding cells are real storage).
+    pub tables: Vec<TiledBuffer>,
     /// Dense weights [features x FUNCTIONAL_DIM] and bias.
     pub dense: Vec<f32>,
     /// Bias.
@@ -90,10 +93,20 @@ impl Model {
             .iter()
             .enumerate()
             .map(|(t, tab)| {
-                let rows = tab.vocab.min(MAX_ROWS) as usize;
-                (0..rows * FUNCTIONAL_DIM)
-                    .map(|i| ((i * 7 + t * 13) % 17) as f32 / 170.0 - 0.05)
-                    .collect()
+                let rows = tab.vocab.min(MAX_ROWS) as i64;
+                let shape = ArrayShape {
+                    element_type: PrimitiveType::F32,
+                    dims: vec![Dim::Static(rows), Dim::Static(FUNCTIONAL_DIM as i64)],
+                    layout: Some(Layout::new(vec![1, 0]).with_tile(&[1, 8])),
+                };
+                let mut buf = TiledBuffer::zeroed(shape).expect("a small f32 table");
+                for r in 0..rows {
+                    for d in 0..FUNCTIONAL_DIM as i64 {
+                        let i = r as usize * FUNCTIONAL_DIM + d as usize;
+                        let _ = buf.set_f32(&[r, d], ((i * 7 + t * 13) % 17) as f32 / 170.0 - 0.05);
+                    }
+                }
+                buf
             })
             .collect();
         Model {
@@ -126,7 +139,8 @@ pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> (f32, Update) 
         for (fi, rows) in s.rows.iter().enumerate() {
             for &r in rows {
                 for d in 0..FUNCTIONAL_DIM {
-                    pooled[fi * FUNCTIONAL_DIM + d] += model.tables[table_of[fi]][r * FUNCTIONAL_DIM + d];
+                    pooled[fi * FUNCTIONAL_DIM + d] +=
+                        model.tables[table_of[fi]].get_f32(&[r as i64, d as i64]).unwrap_or(0.0);
                 }
             }
         }
@@ -159,7 +173,9 @@ pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> (f32, Update) 
 pub fn apply(model: &mut Model, u: &Update) {
     for (t, r, delta) in u {
         for (d, x) in delta.iter().enumerate() {
-            model.tables[*t][r * FUNCTIONAL_DIM + d] += x;
+            let idx = [*r as i64, d as i64];
+            let old = model.tables[*t].get_f32(&idx).unwrap_or(0.0);
+            let _ = model.tables[*t].set_f32(&idx, old + x);
         }
     }
 }
