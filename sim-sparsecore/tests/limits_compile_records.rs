@@ -118,3 +118,29 @@ fn largest_limits_that_compile_match_the_probe() {
         );
     }
 }
+
+#[test]
+fn wide_rows_need_a_row_window_in_tilespmem() {
+    // Assumption (no failing record): one padded row, double-buffered, must fit the available
+    // TileSpmem. v5p compiles dim 32768 (SC_v5p_044) and v6e dim 16384 (SC_v6e_051).
+    let case = |dim| CompileCase {
+        kind: ProgramKind::Fwd,
+        vocab: 100_000,
+        dim,
+        batch: 256,
+        max_ids: 256,
+        max_unique: 256,
+    };
+    let v6e = params("v6e");
+    assert!(compile_check(&case(16_384), &v6e).compiles);
+    let v = compile_check(&case(32_768), &v6e);
+    assert_eq!(v.class, VerdictClass::VmemWindow, "{}", v.message);
+    assert_eq!(v.row_window_bytes, 262_144);
+    assert!(
+        v.message.contains("Lower the embedding dim to at most 32752"),
+        "{}",
+        v.message
+    );
+    assert!(compile_check(&case(32_768), &params("v5p")).compiles);
+    assert!(compile_check(&case(32_768), &params("tpu7x")).compiles);
+}

@@ -163,6 +163,16 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
             eprintln!("error: {line}: vocab, dim, batch, max_ids and max_unique must be positive");
             continue;
         }
+        // Keeps every byte count of the model inside u64 (the largest real values are ~2^30).
+        const MAX_VALUE: u64 = 1 << 40;
+        if [case.vocab, case.dim, case.batch, case.max_ids, case.max_unique]
+            .iter()
+            .any(|&v| v > MAX_VALUE)
+        {
+            bad = true;
+            eprintln!("error: {line}: vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}");
+            continue;
+        }
         let v = compile_check(&case, &params);
         failed |= !v.compiles;
         if json {

@@ -8,6 +8,12 @@
 //!    a per-chip constant, row-dependent 12 B x max_ids.
 //! 3. TileSpmem row: a CSR row of max_unique ids x (feature width + 1) f32 / 8 must fit the tile's
 //!    available TileSpmem (40 B reserved) after splitting the feature vector up to width / 8 ways.
+//! 4. Window for wide rows: one whole embedding row (padded feature width x 4 B), double-buffered,
+//!    must fit the same available TileSpmem; vector splitting does not split the row's DMA window.
+//!    No calibration record fails here (reference/chips.md lists the error, "Valid window was not
+//!    found", among those the probe saw): the rule is an assumption chosen to agree with every
+//!    record (v5p compiles dim 32768, v6e compiles dim 16384) and to reject the widest rows on the
+//!    chip with the smallest TileSpmem (v6e, dim 32768).
 
 use serde::{Deserialize, Serialize};
 
@@ -17,6 +23,9 @@ pub const HBM_PER_TENSOR_LIMIT_BYTES: u64 = 16 << 30;
 pub const MAX_REPLICAS: u64 = 16;
 /// TileSpmem bytes the compiler keeps back from the "row" check (observed: TileSpmem - Available).
 pub const TILESPMEM_ROW_RESERVE_BYTES: u64 = 40;
+
+/// Buffers of one embedding row the wide-row window holds (double buffering).
+pub const ROW_WINDOW_BUFFERS: u64 = 2;
 
 /// The SparseCore facts of a chip the verdict needs (from the chip preset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -96,6 +105,8 @@ pub struct CompileVerdict {
     pub spmem_total_bytes: u64,
     /// Table bytes in HBM (padded vocabulary x dim x 4).
     pub table_hbm_bytes: u64,
+    /// Bytes of the wide-row window: one padded embedding row, double-buffered.
+    pub row_window_bytes: u64,
     /// Largest max_ids_per_partition that compiles with the other values kept.
     pub largest_max_ids: u64,
     /// Largest max_unique_ids_per_partition that compiles with the other values kept.
@@ -117,17 +128,28 @@ fn max_split(case: &CompileCase) -> u64 {
     (case.dim / 8).max(1)
 }
 
+fn padded_dim(case: &CompileCase) -> u64 {
+    case.dim.div_ceil(8) * 8
+}
+
+fn row_window_bytes(case: &CompileCase) -> u64 {
+    ROW_WINDOW_BUFFERS * padded_dim(case) * 4
+}
+
 fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
     let padded_vocab = case.vocab.div_ceil(8 * p.num_sc_per_device) * 8 * p.num_sc_per_device;
-    if padded_vocab * case.dim * 4 > HBM_PER_TENSOR_LIMIT_BYTES {
+    if padded_vocab.saturating_mul(case.dim).saturating_mul(4) > HBM_PER_TENSOR_LIMIT_BYTES {
         return VerdictClass::HbmPerTensor;
     }
     let (fixed, row_dep) = spmem(case, p);
     if fixed + row_dep.div_ceil(MAX_REPLICAS) > p.tilespmem_bytes {
         return VerdictClass::SpmemReplicaCount;
     }
-    if row_bytes(case).div_ceil(max_split(case)) > p.tilespmem_bytes - TILESPMEM_ROW_RESERVE_BYTES {
+    if row_bytes(case).div_ceil(max_split(case)) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
         return VerdictClass::TilespmemRow;
+    }
+    if row_window_bytes(case) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
+        return VerdictClass::VmemWindow;
     }
     VerdictClass::Ok
 }
@@ -160,10 +182,10 @@ fn largest(hi: u64, ok: impl Fn(u64) -> bool) -> u64 {
 pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict {
     let class = fits(case, p);
     let padded_vocab = case.vocab.div_ceil(8 * p.num_sc_per_device) * 8 * p.num_sc_per_device;
-    let table_hbm_bytes = padded_vocab * case.dim * 4;
+    let table_hbm_bytes = padded_vocab.saturating_mul(case.dim).saturating_mul(4);
     let (fixed, row_dep) = spmem(case, p);
     let needed = row_bytes(case).div_ceil(max_split(case));
-    let available = p.tilespmem_bytes - TILESPMEM_ROW_RESERVE_BYTES;
+    let available = p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES);
     let search_hi = (case.max_ids.max(case.max_unique) * 2).max(1 << 24);
     let largest_max_unique = largest(search_hi, |u| {
         fits(
@@ -206,7 +228,14 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             p.tilespmem_bytes,
             row_bytes(case)
         ),
-        VerdictClass::VmemWindow | VerdictClass::Other => String::new(),
+        VerdictClass::VmemWindow => format!(
+            "Valid window was not found: one row of feature_width = {} (f32, {} B) double-buffered needs {} B, TileSpmem has {available} B available. Lower the embedding dim to at most {} (or split the table's features).",
+            case.dim,
+            padded_dim(case) * 4,
+            row_window_bytes(case),
+            available / (ROW_WINDOW_BUFFERS * 4) / 8 * 8
+        ),
+        VerdictClass::Other => String::new(),
     };
     CompileVerdict {
         compiles: class == VerdictClass::Ok,
@@ -218,6 +247,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         spmem_row_dependent_bytes: row_dep,
         spmem_total_bytes: p.tilespmem_bytes,
         table_hbm_bytes,
+        row_window_bytes: row_window_bytes(case),
         largest_max_ids,
         largest_max_unique,
     }
