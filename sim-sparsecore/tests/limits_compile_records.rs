@@ -63,6 +63,7 @@ fn every_record_gets_the_compilers_verdict() {
         // The facts in the compiler's text are in ours.
         for fact in [
             "got ",
+            "last tried split factor for vector splitting = ",
             "fixed_size_allocation_bytes = ",
             "row_dependent_size_allocation_bytes = ",
             "Row bytes: ",

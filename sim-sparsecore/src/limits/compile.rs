@@ -208,6 +208,12 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         ) == VerdictClass::Ok
     });
     let sample_count = case.batch / p.num_sc_per_device.max(1);
+    // The compiler splits the feature vector into 8-wide pieces for the backward pass (split =
+    // width / 8 in every E3001 record); the lookup reports split factor 1.
+    let split = match case.kind {
+        ProgramKind::Fwd => 1,
+        ProgramKind::GradSgd => max_split(case),
+    };
     let message = match class {
         VerdictClass::Ok => format!(
             "compiles: Spmem {} B of {} B (fixed {fixed} + row-dependent {row_dep} / {MAX_REPLICAS} replicas), CSR row {needed} B of {available} B TileSpmem, table {table_hbm_bytes} B of {HBM_PER_TENSOR_LIMIT_BYTES} B per tensor",
@@ -220,7 +226,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             case.dim
         ),
         VerdictClass::SpmemReplicaCount => format!(
-            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}). Lower max_unique_ids_per_partition to at most {largest_max_unique} (or max_ids_per_partition to at most {largest_max_ids}).",
+            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}). Lower max_unique_ids_per_partition to at most {largest_max_unique} (or max_ids_per_partition to at most {largest_max_ids}).",
             case.max_ids, case.max_unique, case.dim, p.tilespmem_bytes
         ),
         VerdictClass::TilespmemRow => format!(
