@@ -356,7 +356,11 @@ fn validate_cmd(
                 } else {
                     "aborts even with minibatching".to_string()
                 };
-                format!("would abort ({mb}; drops {} ids with dropping)", c.dropped_ids)
+                format!(
+                    "would abort: {} ({mb}; drops {} ids with dropping)",
+                    c.abort_message.as_deref().unwrap_or("a limit is exceeded"),
+                    c.dropped_ids
+                )
             };
             runtime.entry(k).or_default().push(format!("{}: {text}", p.display()));
         }

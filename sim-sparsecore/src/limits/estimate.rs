@@ -136,6 +136,8 @@ pub struct BatchConsequence {
     pub dropped_ids: u64,
     /// Whether jax-tpu-embedding would abort with neither on.
     pub would_abort: bool,
+    /// jax-tpu-embedding's abort message (stack, partition, observed count, limit) when it would abort.
+    pub abort_message: Option<String>,
 }
 
 /// Runs one batch under `limits` three ways: plain, with minibatching, with id dropping.
@@ -151,7 +153,7 @@ pub fn consequences(
     plain.allow_id_dropping = false;
     plain.enable_minibatching = false;
     let aborting = match preprocess(&plain, ids, stats) {
-        Err(PreprocessError::LimitExceeded(e)) => Some(e.stack),
+        Err(PreprocessError::LimitExceeded(e)) => Some((e.stack.clone(), e.to_string())),
         Err(e) => return Err(e),
         Ok(_) => None,
     };
@@ -172,11 +174,36 @@ pub fn consequences(
     let mut drop = plain;
     drop.allow_id_dropping = true;
     for (k, s) in preprocess(&drop, ids, stats)?.stacks {
-        let c = out.entry(k).or_default();
+        // The plain run stops at the first stack over a limit; the dropping run's stats (observed
+        // before dropping) show every other stack that would abort too.
+        let observed_ids = s.max_ids_per_partition.iter().copied().max().unwrap_or(0) as u64;
+        let observed_unique = s.max_unique_ids_per_partition.iter().copied().max().unwrap_or(0) as u64;
+        let over = limits.get(&k).and_then(|l| {
+            if observed_ids > l.max_ids_per_partition {
+                Some(("max ids per partition", observed_ids, l.max_ids_per_partition))
+            } else if observed_unique > l.max_unique_ids_per_partition {
+                Some((
+                    "max unique ids per partition",
+                    observed_unique,
+                    l.max_unique_ids_per_partition,
+                ))
+            } else {
+                None
+            }
+        });
+        let c = out.entry(k.clone()).or_default();
         c.dropped_ids = s.dropped_id_count;
+        if let Some((what, observed, limit)) = over {
+            c.would_abort = true;
+            c.abort_message = Some(format!(
+                "Observed {what}: {observed} for table: {k} is greater than the set {what}: {limit}."
+            ));
+        }
     }
-    if let Some(stack) = aborting {
-        out.entry(stack).or_default().would_abort = true;
+    if let Some((stack, message)) = aborting {
+        let c = out.entry(stack).or_default();
+        c.would_abort = true;
+        c.abort_message = Some(message);
     }
     Ok(out)
 }
