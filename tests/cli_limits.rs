@@ -118,3 +118,75 @@ fn estimate_then_validate() {
     assert_eq!(code, 2);
     assert!(err.contains("num_sc_per_device"), "{err}");
 }
+
+/// Runs `tpusim limits compile-check --stdin` on the example cases file.
+fn compile_check_stdin(chip: &str, input: &str) -> (i32, String, String) {
+    use std::io::Write;
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_tpusim"))
+        .args(["limits", "compile-check", "--chip", chip, "--json", "--stdin"])
+        .stdin(std::process::Stdio::piped())
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    child.stdin.take().unwrap().write_all(input.as_bytes()).unwrap();
+    let out = child.wait_with_output().unwrap();
+    (
+        out.status.code().unwrap_or(-1),
+        String::from_utf8_lossy(&out.stdout).into_owned(),
+        String::from_utf8_lossy(&out.stderr).into_owned(),
+    )
+}
+
+#[test]
+fn compile_check_example_cases_on_stdin() {
+    let cases = std::fs::read_to_string(concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/testdata/limits/example/cases.jsonl"
+    ))
+    .unwrap();
+    let (code, out, err) = compile_check_stdin("v6e", &cases);
+    assert_eq!(code, 1, "{err}");
+    let classes: Vec<String> = out
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<serde_json::Value>(l).unwrap()["class"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    assert_eq!(
+        classes,
+        [
+            "ok",
+            "tilespmem_row",
+            "spmem_replica_count",
+            "ok",
+            "hbm_per_tensor",
+            "vmem_window"
+        ]
+    );
+    // The row check reports the compiler's numbers and the largest limit that fits.
+    let row: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
+    assert!(row["message"].as_str().unwrap().contains("Row bytes: 5283840"));
+    assert_eq!(row["tilespmem_bytes_available"], 262_072);
+    // On v5p (twice the TileSpmem) the wide rows and the rows of 81920 ids fit; grad_sgd at 16384
+    // (fixed Spmem 590848 B > 524128 B) and the 25 GiB table do not.
+    let (code, out, _) = compile_check_stdin("v5p", &cases);
+    assert_eq!(code, 1);
+    let failing: Vec<usize> = out
+        .lines()
+        .enumerate()
+        .filter(|(_, l)| l.contains("\"compiles\":false"))
+        .map(|(i, _)| i)
+        .collect();
+    assert_eq!(failing, [2, 4]);
+    // Garbage and absurd values are bad input (exit 2), never a panic.
+    let (code, _, err) = compile_check_stdin(
+        "v5p",
+        "not json\n{\"kind\": \"fwd\", \"vocab\": 18446744073709551615, \"dim\": 8, \"batch\": 8, \"max_ids\": 8, \"max_unique\": 8}\n",
+    );
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("must be at most"), "{err}");
+}
