@@ -157,19 +157,38 @@ pub fn consequences(
         Err(e) => return Err(e),
         Ok(_) => None,
     };
-    let mut mb = plain.clone();
-    mb.enable_minibatching = true;
     // With minibatching, a batch that still exceeds a limit inside one bucket aborts: 0 minibatches.
-    match preprocess(&mb, ids, stats) {
-        Ok(o) => {
-            for (k, s) in o.stacks {
-                out.entry(k).or_default().minibatches = s.num_minibatches;
+    // The run stops at the first such stack, so that stack's limits are lifted and the run repeated
+    // to learn the others' minibatch counts (at most one run per stack).
+    let mut relaxed = limits.clone();
+    let mut aborted_with_minibatching: Vec<String> = Vec::new();
+    loop {
+        let mut mb = apply_limits(spec, &relaxed);
+        mb.allow_id_dropping = false;
+        mb.enable_minibatching = true;
+        match preprocess(&mb, ids, stats) {
+            Ok(o) => {
+                for (k, s) in o.stacks {
+                    out.entry(k).or_default().minibatches = s.num_minibatches;
+                }
+                break;
             }
+            Err(PreprocessError::LimitExceeded(e)) if !aborted_with_minibatching.contains(&e.stack) => {
+                relaxed.insert(
+                    e.stack.clone(),
+                    StackLimit {
+                        max_ids_per_partition: 1 << 30,
+                        max_unique_ids_per_partition: 1 << 30,
+                        suggested_coo_buffer_size_per_device: None,
+                    },
+                );
+                aborted_with_minibatching.push(e.stack);
+            }
+            Err(e) => return Err(e),
         }
-        Err(PreprocessError::LimitExceeded(e)) => {
-            out.entry(e.stack).or_default().minibatches = 0;
-        }
-        Err(e) => return Err(e),
+    }
+    for stack in aborted_with_minibatching {
+        out.entry(stack).or_default().minibatches = 0;
     }
     let mut drop = plain;
     drop.allow_id_dropping = true;
