@@ -1,1 +1,0 @@
-//! Systolic-array cycle counts compatible with SCALE-Sim (config and topology files, COMPUTE_REPORT columns).
