@@ -1,39 +1,49 @@
-//! `tpusim systolic`: SCALE-Sim-compatible compute cycles per layer (COMPUTE_REPORT columns).
+//! `tpusim systolic`: SCALE-Sim-compatible compute cycles of a systolic array.
 
 use std::path::PathBuf;
 
 use anyhow::Context;
-use sim_tpu::systolic::{compute_report_csv, simulate, ScaleConfig, Topology};
+use sim_tpu::systolic::{compute, parse_config, parse_topology};
 
 /// Arguments of `tpusim systolic`.
 #[derive(clap::Args)]
 pub struct Args {
-    /// SCALE-Sim config file (.cfg: ArrayHeight, ArrayWidth, Dataflow os/ws/is, ...).
+    /// SCALE-Sim config (.cfg): ArrayHeight, ArrayWidth, Dataflow (os/ws/is).
     #[arg(long)]
     pub cfg: PathBuf,
-    /// SCALE-Sim topology CSV (conv layers, or GEMM rows `name, M, N, K`).
+    /// SCALE-Sim topology (.csv): conv layers or GEMM M,N,K.
     #[arg(long)]
     pub topology: PathBuf,
     /// Also write COMPUTE_REPORT.csv into this directory.
-    #[arg(short = 'o', long = "out")]
-    pub out: Option<PathBuf>,
+    #[arg(short = 'o', long)]
+    pub output: Option<PathBuf>,
 }
 
 /// Runs `tpusim systolic`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let cfg_text =
-        std::fs::read_to_string(&args.cfg).with_context(|| format!("reading config {}", args.cfg.display()))?;
-    let cfg = ScaleConfig::parse(&cfg_text).with_context(|| format!("reading config {}", args.cfg.display()))?;
-    let topo_text = std::fs::read_to_string(&args.topology)
-        .with_context(|| format!("reading topology {}", args.topology.display()))?;
-    let topo = Topology::parse(&topo_text).with_context(|| format!("reading topology {}", args.topology.display()))?;
-    let rows = simulate(&cfg, &topo);
-    let csv = compute_report_csv(&rows);
+    let cfg = parse_config(&std::fs::read_to_string(&args.cfg).with_context(|| args.cfg.display().to_string())?)
+        .with_context(|| args.cfg.display().to_string())?;
+    let layers =
+        parse_topology(&std::fs::read_to_string(&args.topology).with_context(|| args.topology.display().to_string())?)
+            .with_context(|| args.topology.display().to_string())?;
+    let mut csv =
+        String::from("LayerID, Total Cycles, Stall Cycles, Overall Util %, Mapping Efficiency %, Compute Util %,\n");
+    for (i, l) in layers.iter().enumerate() {
+        let r = compute(&cfg, l, i);
+        csv.push_str(&format!(
+            "{}, {}, {}, {:.4}, {:.4}, {:.4},\n",
+            r.layer_id,
+            r.total_cycles,
+            r.stall_cycles,
+            r.overall_util_pct,
+            r.mapping_efficiency_pct,
+            r.compute_util_pct
+        ));
+    }
     print!("{csv}");
-    if let Some(dir) = args.out {
-        std::fs::create_dir_all(&dir).with_context(|| format!("creating {}", dir.display()))?;
-        let path = dir.join("COMPUTE_REPORT.csv");
-        std::fs::write(&path, &csv).with_context(|| format!("writing {}", path.display()))?;
+    if let Some(dir) = args.output {
+        std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        std::fs::write(dir.join("COMPUTE_REPORT.csv"), csv)?;
     }
     Ok(0)
 }

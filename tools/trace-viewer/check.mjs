@@ -1,76 +1,56 @@
-// Loads a Chrome trace-event JSON file in speedscope (served from node_modules on localhost) inside Debian's
-// Chromium, waits until speedscope has imported it, checks the page shows no import error, and saves a screenshot.
-//
-// Usage: node check.mjs TRACE.json [SCREENSHOT.png]
-// Exit codes: 0 loaded, 1 speedscope did not show the profile, 2 bad usage.
-import { createServer } from 'node:http';
-import { readFileSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
-import { extname, join, normalize, resolve, basename, dirname } from 'node:path';
-import { tmpdir } from 'node:os';
-import { fileURLToPath } from 'node:url';
+// Loads a Chrome trace-event file in speedscope, served on localhost, in headless Chromium, and saves
+// a screenshot. Usage: node check.mjs TRACE.json [SCREENSHOT.png] [NEXT_PROFILES]
+// Needs: npm install (speedscope, playwright-core) and Debian's chromium (/usr/bin/chromium).
+import http from 'node:http';
+import fs from 'node:fs';
+import path from 'node:path';
+import os from 'node:os';
 import { chromium } from 'playwright-core';
 
-const [tracePath, shotPath = 'trace-screenshot.png'] = process.argv.slice(2);
-if (!tracePath || !existsSync(tracePath)) {
-  console.error(`usage: node check.mjs TRACE.json [SCREENSHOT.png] (trace file not found: ${tracePath})`);
+const trace = process.argv[2];
+const shot = process.argv[3] || 'trace-speedscope.png';
+// Optional: how many times to step to the next thread profile before the screenshot.
+const next = Number(process.argv[4] || 0);
+if (!trace) {
+  console.error('usage: node check.mjs TRACE.json [SCREENSHOT.png]');
   process.exit(2);
 }
-const here = dirname(fileURLToPath(import.meta.url));
-const viewerDir = join(here, 'node_modules', 'speedscope', 'dist', 'release');
-const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json',
-  '.wasm': 'application/wasm', '.png': 'image/png', '.ico': 'image/x-icon', '.woff2': 'font/woff2', '.txt': 'text/plain' };
-
-// Serves the viewer's files and the trace (as /trace.json) on an ephemeral localhost port.
-const server = createServer((req, res) => {
-  const url = new URL(req.url, 'http://localhost');
-  let file;
-  if (url.pathname === '/trace.json') file = resolve(tracePath);
-  else file = join(viewerDir, normalize(url.pathname === '/' ? '/index.html' : url.pathname));
-  if (!file.startsWith(viewerDir) && file !== resolve(tracePath)) { res.writeHead(403); res.end(); return; }
-  if (!existsSync(file)) { res.writeHead(404); res.end(); return; }
-  res.writeHead(200, { 'content-type': types[extname(file)] || 'application/octet-stream' });
-  res.end(readFileSync(file));
+const root = path.join(path.dirname(new URL(import.meta.url).pathname), 'node_modules', 'speedscope', 'dist', 'release');
+const types = { '.html': 'text/html', '.js': 'text/javascript', '.css': 'text/css', '.json': 'application/json', '.png': 'image/png', '.wasm': 'application/wasm' };
+const server = http.createServer((req, res) => {
+  const url = decodeURIComponent(req.url.split('?')[0].split('#')[0]);
+  const file = url === '/trace.json' ? path.resolve(trace) : path.join(root, url === '/' ? 'index.html' : url);
+  fs.readFile(file, (err, data) => {
+    if (err) { res.writeHead(404); res.end(); return; }
+    res.writeHead(200, { 'Content-Type': types[path.extname(file)] || 'application/octet-stream' });
+    res.end(data);
+  });
 });
-await new Promise((ok) => server.listen(0, '127.0.0.1', ok));
+await new Promise((r) => server.listen(0, '127.0.0.1', r));
 const port = server.address().port;
-
-const profileDir = mkdtempSync(join(tmpdir(), 'tpusim-chromium-'));
-// A fresh profile directory per run (playwright passes it to Chromium as --user-data-dir).
+const profileDir = fs.mkdtempSync(path.join(os.tmpdir(), 'chromium-'));
+// A fresh profile directory each run.
 const browser = await chromium.launchPersistentContext(profileDir, {
   executablePath: '/usr/bin/chromium',
   headless: true,
   viewport: { width: 1400, height: 800 },
-  args: ['--headless', '--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
+  args: ['--no-sandbox', '--disable-gpu', '--disable-quic', '--no-first-run',
     '--disable-background-networking', '--disable-component-update', '--disable-sync'],
 });
-let code = 0;
-try {
-  const page = await browser.newPage();
-  const errors = [];
-  page.on('pageerror', (e) => errors.push(String(e)));
-  const name = basename(tracePath);
-  await page.goto(`http://127.0.0.1:${port}/#profileURL=${encodeURIComponent(`http://127.0.0.1:${port}/trace.json`)}&title=${encodeURIComponent(name)}`);
-  // speedscope shows its flame-graph canvas once a profile is imported; on failure it shows an alert/error text.
-  await page.waitForTimeout(3000);
-  const text = await page.evaluate(() => document.body.innerText);
-  await page.screenshot({ path: shotPath });
-  const failed = /(Something went wrong|Failed to|Unrecognized format|could not)/i.test(text);
-  // speedscope imports one profile per (process, thread) and titles the page "NAME (1/THREADS)".
-  const m = text.match(new RegExp(`${name.replace(/[.*+?^${}()|[\]\\]/g, '\\$&')} \\(1/(\\d+)\\)`));
-  const threadShown = m !== null;
-  if (m) console.log(`threads imported: ${m[1]}`);
-  console.log(`screenshot: ${resolve(shotPath)}`);
-  console.log(`page text (first 300 chars): ${text.slice(0, 300).replace(/\s+/g, ' ')}`);
-  if (errors.length) console.log(`page errors: ${errors.join(' | ')}`);
-  if (failed || !threadShown) {
-    console.error('speedscope did not show the trace');
-    code = 1;
-  } else {
-    console.log('speedscope loaded the trace');
-  }
-} finally {
-  await browser.close();
-  server.close();
-  rmSync(profileDir, { recursive: true, force: true });
+const page = await browser.newPage();
+const errors = [];
+page.on('pageerror', (e) => errors.push(String(e)));
+await page.goto(`http://127.0.0.1:${port}/#profileURL=${encodeURIComponent(`http://127.0.0.1:${port}/trace.json`)}&title=tpusim`);
+await page.waitForTimeout(4000);
+for (let i = 0; i < next; i++) {
+  await page.keyboard.press('n');
+  await page.waitForTimeout(300);
 }
-process.exit(code);
+const body = await page.textContent('body');
+await page.screenshot({ path: shot });
+await browser.close();
+server.close();
+// speedscope shows an import error text when it cannot read a file.
+const failed = /Something went wrong|could not|Failed to/i.test(body || '') || errors.length > 0;
+console.log(failed ? `FAILED to load: ${errors.join('; ')} ${body?.slice(0, 200)}` : `loaded; screenshot: ${shot}`);
+process.exit(failed ? 1 : 0);

@@ -1,0 +1,147 @@
+//! Id generators: per step, the ids one chip's host passes (dense or ragged per feature), from the
+//! workload's valency and id distributions, deterministic for a seed.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Poisson, Zipf};
+use sim_sparsecore::preprocess::{BatchIds, FeatureIds, FeatureSpec, PreprocessSpec, TableSpec};
+
+use crate::spec::{IdDist, Valency, Workload};
+
+/// Largest valency a Poisson or uniform feature is declared with (its input_shape).
+pub fn max_valency(v: &Valency) -> u64 {
+    match v {
+        Valency::Fixed(n) => *n,
+        Valency::Uniform([_, hi]) => *hi,
+        Valency::Poisson(m) => (m * 3.0).ceil() as u64 + 1,
+    }
+}
+
+/// The preprocessing spec of one chip of the workload (one local device of `chips`).
+pub fn preprocess_spec(w: &Workload, sc_per_device: u32) -> PreprocessSpec {
+    let limits = &w.limits;
+    PreprocessSpec {
+        num_sc_per_device: sc_per_device,
+        local_device_count: 1,
+        global_device_count: w.chips,
+        allow_id_dropping: limits.allow_id_dropping,
+        enable_minibatching: limits.enable_minibatching,
+        tables: w
+            .tables
+            .iter()
+            .map(|t| TableSpec {
+                name: t.name.clone(),
+                vocabulary_size: t.vocab,
+                embedding_dim: t.dim,
+                combiner: t.combiner,
+                max_ids_per_partition: limits.max_ids_per_partition.unwrap_or(256),
+                max_unique_ids_per_partition: limits.max_unique_ids_per_partition.unwrap_or(256),
+                suggested_coo_buffer_size_per_device: None,
+            })
+            .collect(),
+        features: w
+            .features
+            .iter()
+            .map(|f| FeatureSpec {
+                name: f.name.clone(),
+                table: f.table.clone(),
+                input_shape: vec![w.batch_per_chip(), max_valency(&f.valency)],
+            })
+            .collect(),
+        stacks: vec![],
+        stack_limits: Default::default(),
+    }
+}
+
+/// Scatters Zipf ranks over the vocabulary so hot ids do not all land in one partition.
+fn scatter(rank: u64, vocab: u64) -> u64 {
+    (rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % vocab
+}
+
+/// The ids of one chip for one step (generated, or read from the feature's NPZ files).
+pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::WorkloadError> {
+    let mut out = generate_batch(w, step);
+    for f in &w.features {
+        if let IdDist::Npz(files) = &f.ids {
+            let path = &files[step as usize % files.len()];
+            let mut batch = sim_sparsecore::preprocess::read_npz(path).map_err(|e| {
+                crate::spec::WorkloadError::Spec(format!("features.{}: {}: {e}", f.name, path.display()))
+            })?;
+            let ids = batch.remove(&f.name).ok_or_else(|| {
+                crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has no array '{}'",
+                    f.name,
+                    path.display(),
+                    f.name
+                ))
+            })?;
+            if ids.rows() as u64 != w.batch_per_chip() {
+                return Err(crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has {} rows, the batch per chip is {}",
+                    f.name,
+                    path.display(),
+                    ids.rows(),
+                    w.batch_per_chip()
+                )));
+            }
+            out.insert(f.name.clone(), ids);
+        }
+    }
+    Ok(out)
+}
+
+/// Generated ids of one chip for one step (features with NPZ ids get none here).
+pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
+    let rows = w.batch_per_chip() as usize;
+    let mut out = BatchIds::new();
+    for (fi, f) in w.features.iter().enumerate() {
+        if matches!(f.ids, IdDist::Npz(_)) {
+            continue;
+        }
+        let vocab = w.tables.iter().find(|t| t.name == f.table).map_or(1, |t| t.vocab);
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ ((step as u64) << 32) ^ (fi as u64 * 0x51_7CC1_B727_220A));
+        let zipf = match f.ids {
+            IdDist::Zipf(a) => Zipf::new(vocab, a).ok(),
+            _ => None,
+        };
+        let poisson = match f.valency {
+            Valency::Poisson(m) => Poisson::new(m).ok(),
+            _ => None,
+        };
+        let cap = max_valency(&f.valency);
+        let mut values = Vec::new();
+        let mut splits = vec![0usize];
+        for _ in 0..rows {
+            let n = match f.valency {
+                Valency::Fixed(n) => n,
+                Valency::Uniform([lo, hi]) => rng.gen_range(lo..=hi),
+                Valency::Poisson(_) => (poisson.map_or(1.0, |p| p.sample(&mut rng)) as u64).clamp(1, cap),
+            };
+            for _ in 0..n {
+                let id = match &f.ids {
+                    IdDist::Uniform => rng.gen_range(0..vocab),
+                    IdDist::Zipf(_) => scatter(zipf.map_or(1.0, |z| z.sample(&mut rng)) as u64, vocab),
+                    IdDist::Npz(_) => 0,
+                    IdDist::HotSet { fraction, size } => {
+                        if rng.gen_bool(fraction.clamp(0.0, 1.0)) {
+                            scatter(rng.gen_range(0..(*size).clamp(1, vocab)), vocab)
+                        } else {
+                            rng.gen_range(0..vocab)
+                        }
+                    }
+                };
+                values.push(id.min(i32::MAX as u64) as i32);
+            }
+            splits.push(values.len());
+        }
+        out.insert(
+            f.name.clone(),
+            FeatureIds {
+                values,
+                row_splits: splits,
+                weights: None,
+            },
+        );
+    }
+    out
+}
