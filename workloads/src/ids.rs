@@ -48,8 +48,77 @@ pub fn preprocess_spec(w: &Workload, sc_per_device: u32) -> PreprocessSpec {
                 input_shape: vec![w.batch_per_chip(), max_valency(&f.valency)],
             })
             .collect(),
-        stacks: vec![],
+        stacks: if w.disable_table_stacking {
+            vec![]
+        } else {
+            auto_stacks(w, sc_per_device)
+        },
         stack_limits: Default::default(),
+    }
+    .with_default_stack_limits(limits.max_ids_per_partition, limits.max_unique_ids_per_partition)
+}
+
+/// What tables must share to be stacked: padded dim, optimizer, combiner, dtype.
+type StackKey = (u64, String, String, String);
+
+/// Activation memory a stack may use per SparseCore before jax-tpu-embedding splits it (2 MiB).
+pub const STACK_ACTIVATION_LIMIT_BYTES: u64 = 2 << 20;
+
+/// Automatic stacking as jax-tpu-embedding does it: tables grouped by (padded dim, optimizer, combiner,
+/// dtype) in table order, each group split greedily so that its activations (padded dim x samples per
+/// SparseCore x 4 B, summed) stay within 2 MiB. Groups of one table stay unstacked.
+pub fn auto_stacks(w: &Workload, sc_per_device: u32) -> Vec<Vec<String>> {
+    // (padded dim, optimizer, combiner, dtype), tables of the open stack, its activation bytes.
+    let mut groups: Vec<(StackKey, Vec<String>, u64)> = Vec::new();
+    let mut out = Vec::new();
+    for t in &w.tables {
+        let features = w.features.iter().filter(|f| f.table == t.name).count() as u64;
+        if features == 0 {
+            continue;
+        }
+        let padded_dim = t.dim.div_ceil(8) * 8;
+        let activation = padded_dim * (w.batch_per_chip() * features / sc_per_device.max(1) as u64) * 4;
+        let key = (
+            padded_dim,
+            format!("{:?}", t.optimizer),
+            format!("{:?}", t.combiner),
+            format!("{:?}", t.dtype),
+        );
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) if g.2 + activation <= STACK_ACTIVATION_LIMIT_BYTES => {
+                g.1.push(t.name.clone());
+                g.2 += activation;
+            }
+            Some(g) => {
+                out.push(std::mem::replace(&mut g.1, vec![t.name.clone()]));
+                g.2 = activation;
+            }
+            None => groups.push((key, vec![t.name.clone()], activation)),
+        }
+    }
+    out.extend(groups.into_iter().map(|g| g.1));
+    out.retain(|g| g.len() >= 2);
+    out
+}
+
+trait WithStackLimits {
+    fn with_default_stack_limits(self, max_ids: Option<u32>, max_unique: Option<u32>) -> Self;
+}
+
+impl WithStackLimits for PreprocessSpec {
+    /// Multi-table stacks take the workload's limits (the contract reads stack limits from stack_limits).
+    fn with_default_stack_limits(mut self, max_ids: Option<u32>, max_unique: Option<u32>) -> Self {
+        for group in &self.stacks {
+            let name = sim_sparsecore::preprocess::stack_name(group);
+            self.stack_limits
+                .entry(name)
+                .or_insert(sim_sparsecore::preprocess::StackLimits {
+                    max_ids_per_partition: max_ids,
+                    max_unique_ids_per_partition: max_unique,
+                    suggested_coo_buffer_size_per_device: None,
+                });
+        }
+        self
     }
 }
 

@@ -25,6 +25,9 @@ use crate::spec::{Interaction, Pipelining, Workload, WorkloadError};
 
 /// Sequencer cycles to start one SparseCore pass (one minibatch of one stack); assumed.
 pub const ASSUMED_PASS_LAUNCH_CYCLES: u64 = 2_000;
+/// Cycles a barrier between serialised table groups costs (drain the tiles' DMA pipelines, sync the
+/// SparseCores); assumed.
+pub const ASSUMED_SERIAL_BARRIER_CYCLES: u64 = 10_000;
 
 /// Options of a run.
 #[derive(Clone, Debug, Default)]
@@ -268,7 +271,24 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             ids,
         });
     }
-    let stacks: Vec<(String, u64, u64, sim_sparsecore::model::Optimizer)> = out_stacks(w);
+    let stack_defs: Vec<sim_sparsecore::preprocess::Stack> = sim_sparsecore::preprocess::build_stacks(&pspec)
+        .into_iter()
+        .filter(|s| !s.features.is_empty())
+        .collect();
+    let stacks: Vec<(String, u64, u64, sim_sparsecore::model::Optimizer)> = stack_defs
+        .iter()
+        .map(|s| {
+            let t = w
+                .tables
+                .iter()
+                .find(|t| t.name == s.tables[0].name)
+                .expect("stack of known tables");
+            (s.name.clone(), s.stack_embedding_dim, t.dtype.bytes(), t.optimizer)
+        })
+        .collect();
+    // Serialised stacks: each group of N is its own SparseCore pass with a barrier.
+    let serial = w.xla_sc_num_serialized_tables_to_optimize_hbm as usize;
+    let groups = if serial == 0 { 1 } else { stacks.len().div_ceil(serial) } as u64;
 
     // Resources of the representative chip.
     let mut e = Engine::new();
@@ -319,7 +339,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let emb_width: u64 = w
         .features
         .iter()
-        .map(|f| stacks.iter().find(|s| s.0 == f.table).map_or(0, |s| s.1))
+        .map(|f| w.tables.iter().find(|t| t.name == f.table).map_or(0, |t| t.dim))
         .sum();
     let a2a_bytes = if w.chips > 1 {
         b * emb_width * 4 * (w.chips as u64 - 1) / w.chips as u64
@@ -385,6 +405,8 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 bb += bk.hbm_bytes;
                 bp += bk.hbm_padding_bytes;
             }
+            fc += ASSUMED_SERIAL_BARRIER_CYCLES * (groups - 1);
+            bc += ASSUMED_SERIAL_BARRIER_CYCLES * (groups - 1);
             if i == 0 {
                 hbm_bytes_step += fb + bb;
                 hbm_pad_step += fp + bp;
@@ -549,31 +571,28 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     };
     let mut limits = Vec::new();
     let mut tilespmem_peak = 0u64;
-    for (name, dim, elem, opt) in &stacks {
-        let t = w.tables.iter().find(|t| &t.name == name).expect("stack of a table");
-        let num_scs = pspec.num_scs() as u64;
-        let padded_vocab = t.vocab.div_ceil(8 * num_scs) * 8 * num_scs;
-        let row = padded_row_bytes(*dim, *elem, chip.sc_dma_granule_bytes);
-        let rows_per_chip = padded_vocab / w.chips as u64;
-        let bytes = rows_per_chip * row * (1 + opt.slots());
-        hbm_tables += bytes;
-        padding_per_buffer.push((
-            format!("table {name} (+{} slots)", opt.slots()),
-            bytes,
-            t.vocab / w.chips as u64 * dim * elem * (1 + opt.slots()),
-        ));
-        let max_ids = pspec
-            .tables
-            .iter()
-            .find(|x| &x.name == name)
-            .map_or(256, |x| x.max_ids_per_partition) as u64;
-        let max_unique = pspec
-            .tables
-            .iter()
-            .find(|x| &x.name == name)
-            .map_or(256, |x| x.max_unique_ids_per_partition) as u64;
-        // Each device holds its shard of the table.
-        let shard_vocab = t.vocab.div_ceil(pspec.global_device_count as u64);
+    let mut sc_stack_bytes = Vec::new();
+    for (sd, (name, dim, elem, opt)) in stack_defs.iter().zip(&stacks) {
+        for tis in &sd.tables {
+            let t = w
+                .tables
+                .iter()
+                .find(|t| t.name == tis.name)
+                .expect("stack of known tables");
+            let row = padded_row_bytes(*dim, *elem, chip.sc_dma_granule_bytes);
+            let rows_per_chip = tis.padded_vocab / w.chips as u64;
+            let bytes = rows_per_chip * row * (1 + opt.slots());
+            hbm_tables += bytes;
+            padding_per_buffer.push((
+                format!("table {} in stack {name} (+{} slots)", t.name, opt.slots()),
+                bytes,
+                t.vocab / w.chips as u64 * t.dim * elem * (1 + opt.slots()),
+            ));
+        }
+        let max_ids = sd.max_ids_per_partition as u64;
+        let max_unique = sd.max_unique_ids_per_partition as u64;
+        // Each device holds its shard of the stack.
+        let shard_vocab = sd.stack_vocab_size.div_ceil(pspec.global_device_count as u64);
         let case = |kind| CompileCase {
             kind,
             vocab: shard_vocab,
@@ -588,7 +607,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             .max(vf.tilespmem_bytes_needed)
             .max(vb.tilespmem_bytes_needed);
         fits_compile &= vf.compiles && vb.compiles;
-        hbm_tables += forward_stack_bytes(*dim, max_unique, 1);
+        sc_stack_bytes.push(forward_stack_bytes(*dim, max_unique, 1));
         let (runtime, obs_ids, obs_unique) = verdicts.get(name).cloned().unwrap_or_default();
         limits.push(StackVerdict {
             stack: name.clone(),
@@ -611,6 +630,17 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             observed_max_unique_ids: obs_unique,
         });
     }
+    // SparseCore HBM stack: all stacks live at once, or one serial group at a time.
+    let sc_stack_peak = if serial == 0 {
+        sc_stack_bytes.iter().sum::<u64>()
+    } else {
+        sc_stack_bytes
+            .chunks(serial)
+            .map(|c| c.iter().sum::<u64>())
+            .max()
+            .unwrap_or(0)
+    };
+    hbm_tables += sc_stack_peak;
     let dense_params: u64 = fwd_ops.iter().map(|o| o.hbm_unpadded).sum::<u64>();
     let activations = b * (emb_width + w.dense.bottom.iter().sum::<u64>() + w.dense.top.iter().sum::<u64>()) * 4 * 2;
     peak.insert("hbm".to_string(), hbm_tables + dense_params * 3 + activations);
@@ -677,17 +707,6 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         result.summary.loss = crate::functional::train(w, &result.step_times)?;
     }
     Ok(result)
-}
-
-/// (table, dim, element bytes, optimizer) of every stack, one table per stack.
-fn out_stacks(w: &Workload) -> Vec<(String, u64, u64, sim_sparsecore::model::Optimizer)> {
-    let mut v: Vec<_> = w
-        .tables
-        .iter()
-        .map(|t| (t.name.clone(), t.dim, t.dtype.bytes(), t.optimizer))
-        .collect();
-    v.sort_by(|a, b| a.0.cmp(&b.0));
-    v
 }
 
 fn arg_step(s: &Span) -> Option<i64> {

@@ -244,6 +244,14 @@ pub struct Workload {
     /// Seed of the id generators.
     #[serde(default)]
     pub seed: u64,
+    /// SparseCore guide knob: keep every table its own stack (jax-tpu-embedding otherwise groups tables
+    /// of the same padded dim, optimizer and combiner, up to its activation-memory limit).
+    #[serde(default)]
+    pub disable_table_stacking: bool,
+    /// SparseCore guide knob (`xla_sc_num_serialized_tables_to_optimize_hbm`): process stacks in serial
+    /// groups of this many; lower peak HBM stack, more SparseCore passes. 0: all at once.
+    #[serde(default)]
+    pub xla_sc_num_serialized_tables_to_optimize_hbm: u32,
 }
 
 const PRESETS: &[(&str, &str)] = &[
