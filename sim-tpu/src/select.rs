@@ -39,6 +39,17 @@ impl Format {
     }
 }
 
+impl std::fmt::Display for Format {
+    /// The name users write in a graph file (and serde uses): NCHW, NHWC, nChw8c.
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(match self {
+            Format::Nchw => "NCHW",
+            Format::Nhwc => "NHWC",
+            Format::NChw8c => "nChw8c",
+        })
+    }
+}
+
 /// One op of the user's graph (a chain; each op consumes the previous op's output).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -187,8 +198,8 @@ fn conversion_cycles(
         out.push(Conversion {
             before: 0,
             kind: "format".into(),
-            from: format!("{:?}", from.1),
-            to: format!("{:?}", to.1),
+            from: from.1.to_string(),
+            to: to.1.to_string(),
             cycles: c.cycles,
         });
     }
@@ -238,10 +249,26 @@ pub fn select(graph: &Graph, chip: &ChipModel, chip_name: &str) -> Result<Select
                     s[1]
                 )));
             }
-            let stride = op.stride.unwrap_or(1).max(1);
+            let stride = op.stride.unwrap_or(1);
+            if stride < 1 {
+                return Err(SelectError::Graph(format!(
+                    "ops[{i}].stride: must be at least 1, got {stride}"
+                )));
+            }
             let (h, w) = match op.padding.as_deref().unwrap_or("SAME") {
+                "VALID" if k[0] > s[2] || k[1] > s[3] => {
+                    return Err(SelectError::Graph(format!(
+                        "ops[{i}].kernel: {}x{} window is larger than the {}x{} input with VALID padding",
+                        k[0], k[1], s[2], s[3]
+                    )))
+                }
                 "VALID" => ((s[2] - k[0]) / stride + 1, (s[3] - k[1]) / stride + 1),
-                _ => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
+                "SAME" => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
+                other => {
+                    return Err(SelectError::Graph(format!(
+                        "ops[{i}].padding: must be SAME or VALID, got '{other}'"
+                    )))
+                }
             };
             vec![s[0], k[3], h.max(1), w.max(1)]
         } else {
@@ -390,6 +417,63 @@ mod tests {
         assert_eq!(s.conversions.len(), 2, "{:?}", s.conversions);
         assert_eq!((s.conversions[0].before, s.conversions[1].before), (0, 3));
         assert!(s.conversion_cycles > 0);
+    }
+
+    #[test]
+    fn formats_print_as_users_write_them() {
+        let names: Vec<String> = [Format::Nchw, Format::Nhwc, Format::NChw8c]
+            .iter()
+            .map(|f| f.to_string())
+            .collect();
+        assert_eq!(names, ["NCHW", "NHWC", "nChw8c"]);
+        let chip = ChipModel::preset("v5p").unwrap();
+        let s = select(&graph("float32", Format::Nchw), &chip, "v5p").unwrap();
+        assert_eq!(
+            (s.conversions[0].from.as_str(), s.conversions[0].to.as_str()),
+            ("NCHW", "NHWC")
+        );
+    }
+
+    #[test]
+    fn bad_conv_params_name_the_field() {
+        let chip = ChipModel::preset("v5p").unwrap();
+        let mut g = graph("float32", Format::Nhwc);
+        g.ops[0].stride = Some(0);
+        let e = select(&g, &chip, "v5p").unwrap_err().to_string();
+        assert_eq!(e, "graph: ops[0].stride: must be at least 1, got 0");
+        let mut g = graph("float32", Format::Nhwc);
+        g.ops[2].padding = Some("same".into());
+        let e = select(&g, &chip, "v5p").unwrap_err().to_string();
+        assert_eq!(e, "graph: ops[2].padding: must be SAME or VALID, got 'same'");
+        let mut g = graph("float32", Format::Nhwc);
+        g.input = vec![8, 64, 2, 2];
+        g.ops[0].padding = Some("VALID".into());
+        let e = select(&g, &chip, "v5p").unwrap_err().to_string();
+        assert_eq!(
+            e,
+            "graph: ops[0].kernel: 3x3 window is larger than the 2x2 input with VALID padding"
+        );
+    }
+
+    #[test]
+    fn int8_casts_on_v4_but_not_on_v5e() {
+        let v4 = select(&graph("int8", Format::Nhwc), &ChipModel::preset("v4").unwrap(), "v4").unwrap();
+        assert!(
+            v4.conversions.iter().any(|c| c.kind == "cast" && c.from == "int8"),
+            "{:?}",
+            v4.conversions
+        );
+        let dtypes = |s: &Selection| s.kernels.iter().map(|k| k.dtype.clone()).collect::<Vec<_>>();
+        assert_eq!(dtypes(&v4), ["bfloat16", "bfloat16", "bfloat16"]);
+        // v5e's MXU takes int8, the VPU's relu does not: the convs stay int8, the relu is cast around.
+        let v5e = select(&graph("int8", Format::Nhwc), &ChipModel::preset("v5e").unwrap(), "v5e").unwrap();
+        assert_eq!(dtypes(&v5e), ["int8", "bfloat16", "int8"]);
+        let casts: Vec<(usize, &str, &str)> = v5e
+            .conversions
+            .iter()
+            .map(|c| (c.before, c.from.as_str(), c.to.as_str()))
+            .collect();
+        assert_eq!(casts, [(1, "int8", "bfloat16"), (2, "bfloat16", "int8")]);
     }
 
     #[test]

@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use sim_tpu::select::{select, Graph};
+use sim_tpu::select::{op_info, select, Choice, Graph, GraphOp};
 use sim_tpu::tensorcore::ChipModel;
 
 /// Arguments of `tpusim select`.
@@ -42,13 +42,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             "{i:<4} {:<8} {:<14} {:<8} {:>12}  {}",
             k.op,
             k.dtype,
-            format!("{:?}", k.format),
+            k.format.to_string(),
             k.cycles,
-            if k.as_requested {
-                "as requested"
-            } else {
-                "changed: no kernel for the request, or fewer conversions"
-            }
+            note(&graph.ops[i], k, name)
         );
     }
     for c in s.conversions.iter().filter(|c| c.before == s.kernels.len()) {
@@ -64,4 +60,27 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         name
     );
     Ok(0)
+}
+
+/// Why a kernel differs from the request: no kernel for the requested dtype or format on the chip, or a
+/// supported request moved to a neighbour's format because that saves conversions.
+fn note(op: &GraphOp, k: &Choice, chip: &str) -> String {
+    if k.as_requested {
+        return "as requested".into();
+    }
+    let Some(info) = op_info(&op.op, chip) else {
+        return "changed".into();
+    };
+    let mut why = Vec::new();
+    if !info.dtypes.contains(&op.dtype.as_str()) {
+        why.push(format!("no {} {} kernel on {chip}", op.dtype, op.op));
+    }
+    if !info.formats.contains(&op.format) {
+        why.push(format!("no {} {} kernel", op.format, op.op));
+    }
+    if why.is_empty() {
+        "moved to save conversions".into()
+    } else {
+        why.join("; ")
+    }
 }

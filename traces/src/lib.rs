@@ -18,6 +18,27 @@ pub fn us_from_ps(ps: u64) -> String {
     format!("{}.{:06}", ps / 1_000_000, ps % 1_000_000)
 }
 
+/// Text and number chunks of a name, so processes sort naturally ("chip 2" before "chip 10").
+type NaturalKey = Vec<(String, u128)>;
+
+fn natural_key(s: &str) -> NaturalKey {
+    let mut out = Vec::new();
+    let (mut text, mut num) = (String::new(), None::<u128>);
+    for ch in s.chars() {
+        match ch.to_digit(10) {
+            Some(d) => num = Some(num.unwrap_or(0).saturating_mul(10).saturating_add(u128::from(d))),
+            None => {
+                if let Some(n) = num.take() {
+                    out.push((std::mem::take(&mut text), n));
+                }
+                text.push(ch);
+            }
+        }
+    }
+    out.push((text, num.unwrap_or(0)));
+    out
+}
+
 fn arg_json(v: &ArgValue) -> Value {
     match v {
         ArgValue::Int(i) => json!(i),
@@ -29,8 +50,8 @@ fn arg_json(v: &ArgValue) -> Value {
 /// Writes the recording as Chrome trace-event JSON.
 pub fn write_chrome_trace<W: Write>(rec: &Recorder, mut w: W) -> io::Result<()> {
     // Deterministic ids: processes sorted with the host first, threads sorted within a process.
-    let mut procs: BTreeMap<(u8, String), BTreeMap<String, u32>> = BTreeMap::new();
-    let key = |p: &str| (if p == "host" { 0u8 } else { 1 }, p.to_string());
+    let mut procs: BTreeMap<(u8, NaturalKey, String), BTreeMap<String, u32>> = BTreeMap::new();
+    let key = |p: &str| (if p == "host" { 0u8 } else { 1 }, natural_key(p), p.to_string());
     for s in &rec.spans {
         procs
             .entry(key(&s.track.process))
@@ -43,7 +64,7 @@ pub fn write_chrome_trace<W: Write>(rec: &Recorder, mut w: W) -> io::Result<()> 
     let mut pid_of = BTreeMap::new();
     let mut tid_of: BTreeMap<Track, (u32, u32)> = BTreeMap::new();
     let mut events: Vec<String> = Vec::new();
-    for (pi, ((_, p), threads)) in procs.iter().enumerate() {
+    for (pi, ((_, _, p), threads)) in procs.iter().enumerate() {
         let pid = pi as u32 + 1;
         pid_of.insert(p.clone(), pid);
         events.push(json!({"ph": "M", "name": "process_name", "pid": pid, "tid": 0, "args": {"name": p}}).to_string());
