@@ -115,34 +115,49 @@ pub struct CompileVerdict {
 
 fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
     match case.kind {
-        ProgramKind::Fwd => (0, 8 * case.max_unique),
-        ProgramKind::GradSgd => (36 * case.max_unique + p.spmem_fixed_overhead_bytes, 12 * case.max_ids),
+        ProgramKind::Fwd => (0, case.max_unique.saturating_mul(8)),
+        ProgramKind::GradSgd => (
+            case.max_unique
+                .saturating_mul(36)
+                .saturating_add(p.spmem_fixed_overhead_bytes),
+            case.max_ids.saturating_mul(12),
+        ),
     }
 }
 
 fn row_bytes(case: &CompileCase) -> u64 {
-    case.max_unique * (case.dim + 1) * 4 / 8
+    let bytes = u128::from(case.max_unique)
+        .saturating_mul(u128::from(case.dim) + 1)
+        .saturating_mul(4)
+        / 8;
+    u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
 fn max_split(case: &CompileCase) -> u64 {
     (case.dim / 8).max(1)
 }
 
+/// Vocabulary padded to a multiple of 8 x SparseCores (jax-tpu-embedding's padding).
+fn padded_vocab(case: &CompileCase, p: &ScCompileParams) -> u64 {
+    let unit = p.num_sc_per_device.max(1).saturating_mul(8);
+    case.vocab.div_ceil(unit).saturating_mul(unit)
+}
+
 fn padded_dim(case: &CompileCase) -> u64 {
-    case.dim.div_ceil(8) * 8
+    case.dim.div_ceil(8).saturating_mul(8)
 }
 
 fn row_window_bytes(case: &CompileCase) -> u64 {
-    ROW_WINDOW_BUFFERS * padded_dim(case) * 4
+    padded_dim(case).saturating_mul(4 * ROW_WINDOW_BUFFERS)
 }
 
 fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
-    let padded_vocab = case.vocab.div_ceil(8 * p.num_sc_per_device) * 8 * p.num_sc_per_device;
+    let padded_vocab = padded_vocab(case, p);
     if padded_vocab.saturating_mul(case.dim).saturating_mul(4) > HBM_PER_TENSOR_LIMIT_BYTES {
         return VerdictClass::HbmPerTensor;
     }
     let (fixed, row_dep) = spmem(case, p);
-    if fixed + row_dep.div_ceil(MAX_REPLICAS) > p.tilespmem_bytes {
+    if fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)) > p.tilespmem_bytes {
         return VerdictClass::SpmemReplicaCount;
     }
     if row_bytes(case).div_ceil(max_split(case)) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
@@ -181,12 +196,12 @@ fn largest(hi: u64, ok: impl Fn(u64) -> bool) -> u64 {
 /// The compile-time verdict for one table on one device.
 pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict {
     let class = fits(case, p);
-    let padded_vocab = case.vocab.div_ceil(8 * p.num_sc_per_device) * 8 * p.num_sc_per_device;
+    let padded_vocab = padded_vocab(case, p);
     let table_hbm_bytes = padded_vocab.saturating_mul(case.dim).saturating_mul(4);
     let (fixed, row_dep) = spmem(case, p);
     let needed = row_bytes(case).div_ceil(max_split(case));
     let available = p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES);
-    let search_hi = (case.max_ids.max(case.max_unique) * 2).max(1 << 24);
+    let search_hi = case.max_ids.max(case.max_unique).saturating_mul(2).max(1 << 24);
     let largest_max_unique = largest(search_hi, |u| {
         fits(
             &CompileCase {
@@ -217,12 +232,12 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
     let message = match class {
         VerdictClass::Ok => format!(
             "compiles: Spmem {} B of {} B (fixed {fixed} + row-dependent {row_dep} / {MAX_REPLICAS} replicas), CSR row {needed} B of {available} B TileSpmem, table {table_hbm_bytes} B of {HBM_PER_TENSOR_LIMIT_BYTES} B per tensor",
-            fixed + row_dep.div_ceil(MAX_REPLICAS),
+            fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)),
             p.tilespmem_bytes
         ),
         VerdictClass::HbmPerTensor => format!(
             "SparseCore only supports 16 GiB of HBM per tensor, got {table_hbm_bytes} in f32[{},{}]. Reduce the vocabulary or the embedding dim, or shard the table over more devices.",
-            padded_vocab / p.num_sc_per_device,
+            padded_vocab / p.num_sc_per_device.max(1),
             case.dim
         ),
         VerdictClass::SpmemReplicaCount => format!(
@@ -237,7 +252,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         VerdictClass::VmemWindow => format!(
             "Valid window was not found: one row of feature_width = {} (f32, {} B) double-buffered needs {} B, TileSpmem has {available} B available. Lower the embedding dim to at most {} (or split the table's features).",
             case.dim,
-            padded_dim(case) * 4,
+            padded_dim(case).saturating_mul(4),
             row_window_bytes(case),
             available / (ROW_WINDOW_BUFFERS * 4) / 8 * 8
         ),
