@@ -207,8 +207,8 @@ fn estimate_cmd(
     if !(percentile > 0.0 && percentile <= 100.0) {
         anyhow::bail!("--percentile must be in (0, 100], got {percentile}");
     }
-    if headroom < 0.0 {
-        anyhow::bail!("--headroom must be >= 0, got {headroom}");
+    if !(headroom.is_finite() && headroom >= 0.0) {
+        anyhow::bail!("--headroom must be a finite number >= 0, got {headroom}");
     }
     let spec = read_spec(spec_path)?;
     let mut stats = FdoStats::new();

@@ -94,9 +94,13 @@ fn percentile(rows: &[Vec<i64>], p: f64) -> u64 {
     v[rank.min(v.len()) - 1].max(0) as u64
 }
 
+/// Largest limit jax-tpu-embedding can hold (an int32), rounded down to a multiple of 8.
+pub const MAX_LIMIT: u64 = (i32::MAX as u64) / 8 * 8;
+
 fn with_headroom(x: u64, headroom: f64) -> u64 {
+    // f64 -> u64 casts saturate (NaN -> 0); the cap keeps the rounding below from overflowing.
     let y = (x as f64 * (1.0 + headroom)).ceil() as u64;
-    y.max(1).div_ceil(8) * 8
+    y.clamp(1, MAX_LIMIT).div_ceil(8) * 8
 }
 
 /// Limits per stack at `percentile` of the per-batch maxima, times (1 + headroom), rounded up to 8;
@@ -110,7 +114,9 @@ pub fn estimate_limits(
     stats
         .iter()
         .map(|(k, s)| {
-            let req = with_headroom(percentile(&s.required_buffer_size, percentile_pct), headroom) * sc_per_device;
+            let sc_per_device = sc_per_device.max(1);
+            let req = with_headroom(percentile(&s.required_buffer_size, percentile_pct), headroom)
+                .saturating_mul(sc_per_device);
             (
                 k.clone(),
                 StackLimit {
@@ -119,7 +125,9 @@ pub fn estimate_limits(
                         percentile(&s.max_unique_ids, percentile_pct),
                         headroom,
                     ),
-                    suggested_coo_buffer_size_per_device: Some(req.div_ceil(8 * sc_per_device) * 8 * sc_per_device),
+                    suggested_coo_buffer_size_per_device: Some(
+                        req.div_ceil(8 * sc_per_device).saturating_mul(8 * sc_per_device),
+                    ),
                 },
             )
         })
@@ -225,4 +233,41 @@ pub fn consequences(
         c.abort_message = Some(message);
     }
     Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn stats(max_ids: &[i64]) -> FdoStats {
+        [(
+            "s".to_string(),
+            FdoStack {
+                max_ids: max_ids.iter().map(|&x| vec![x, 0]).collect(),
+                max_unique_ids: max_ids.iter().map(|&x| vec![x / 2]).collect(),
+                required_buffer_size: max_ids.iter().map(|&x| vec![x * 3]).collect(),
+                id_drop_counters: vec![],
+            },
+        )]
+        .into()
+    }
+
+    #[test]
+    fn percentile_headroom_and_rounding() {
+        let s = stats(&[10, 20, 30, 40, 100]);
+        let l = &estimate_limits(&s, 100.0, 0.1, 4)["s"];
+        // 100 x 1.1 = 110 -> 112; unique 50 x 1.1 = 55 -> 56; buffer 300 x 1.1 = 330 -> 336 x 4 SCs.
+        assert_eq!(l.max_ids_per_partition, 112);
+        assert_eq!(l.max_unique_ids_per_partition, 56);
+        assert_eq!(l.suggested_coo_buffer_size_per_device, Some(1344));
+        let l = &estimate_limits(&s, 50.0, 0.0, 4)["s"];
+        assert!(l.max_ids_per_partition < 112, "{l:?}");
+    }
+
+    #[test]
+    fn absurd_headroom_is_capped_at_int32() {
+        let l = &estimate_limits(&stats(&[100]), 100.0, 1e30, 4)["s"];
+        assert_eq!(l.max_ids_per_partition, MAX_LIMIT);
+        assert_eq!(l.max_unique_ids_per_partition, MAX_LIMIT);
+    }
 }
