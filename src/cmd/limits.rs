@@ -400,6 +400,19 @@ fn validate_cmd(
                 largest
             }
         };
+        // Suggested limits: the observed maxima rounded up to 8, within what compiles; the unique
+        // limit is searched with the suggested max_ids in place (a huge max_ids would leave none).
+        let suggested_ids = suggest(obs_ids, fwd.largest_max_ids.min(bwd.largest_max_ids));
+        let with_ids = |kind| CompileCase {
+            max_ids: suggested_ids.max(1),
+            max_unique: (s.max_unique_ids_per_partition as u64).min(suggested_ids.max(1)),
+            ..case(kind)
+        };
+        let largest_unique = compile_check(&with_ids(ProgramKind::Fwd), &params)
+            .largest_max_unique
+            .min(compile_check(&with_ids(ProgramKind::GradSgd), &params).largest_max_unique)
+            .min(suggested_ids);
+        let suggested_unique = suggest(obs_unique, largest_unique);
         rows.push(json!({
             "stack": s.name,
             "max_ids_per_partition": s.max_ids_per_partition,
@@ -412,8 +425,8 @@ fn validate_cmd(
             "observed_max_unique_ids": obs_unique,
             "runtime": runtime.get(&s.name).cloned().unwrap_or_default(),
             "suggested": {
-                "max_ids_per_partition": suggest(obs_ids, fwd.largest_max_ids.min(bwd.largest_max_ids)),
-                "max_unique_ids_per_partition": suggest(obs_unique, fwd.largest_max_unique.min(bwd.largest_max_unique)),
+                "max_ids_per_partition": suggested_ids,
+                "max_unique_ids_per_partition": suggested_unique,
             },
         }));
     }

@@ -229,6 +229,12 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         ProgramKind::Fwd => 1,
         ProgramKind::GradSgd => max_split(case),
     };
+    // With max_ids this large no max_unique fits: the advice is then about max_ids alone.
+    let advice = if largest_max_unique == 0 {
+        format!("No max_unique_ids_per_partition compiles with max_ids_per_partition = {}: lower max_ids_per_partition to at most {largest_max_ids}.", case.max_ids)
+    } else {
+        format!("Lower max_unique_ids_per_partition to at most {largest_max_unique} (or max_ids_per_partition to at most {largest_max_ids}).")
+    };
     let message = match class {
         VerdictClass::Ok => format!(
             "compiles: Spmem {} B of {} B (fixed {fixed} + row-dependent {row_dep} / {MAX_REPLICAS} replicas), CSR row {needed} B of {available} B TileSpmem, table {table_hbm_bytes} B of {HBM_PER_TENSOR_LIMIT_BYTES} B per tensor",
@@ -241,7 +247,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             case.dim
         ),
         VerdictClass::SpmemReplicaCount => format!(
-            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}). Lower max_unique_ids_per_partition to at most {largest_max_unique} (or max_ids_per_partition to at most {largest_max_ids}).",
+            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}). {advice}",
             case.max_ids, case.max_unique, case.dim, p.tilespmem_bytes
         ),
         VerdictClass::TilespmemRow => format!(

@@ -68,13 +68,33 @@ pub struct LimitsFile {
 
 impl LimitsFile {
     /// Reads a JSON or TOML limits file (by extension; JSON otherwise).
+    /// Limits must be in 1..=2^31-1 (jax-tpu-embedding holds them as int32).
     pub fn read(path: &Path) -> Result<Self, FileError> {
         let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
-        if path.extension().is_some_and(|e| e == "toml") {
-            toml::from_str(&text).map_err(|e| format_err(path, e.to_string()))
+        let file: Self = if path.extension().is_some_and(|e| e == "toml") {
+            toml::from_str(&text).map_err(|e| format_err(path, e.to_string()))?
         } else {
-            serde_json::from_str(&text).map_err(|e| format_err(path, e.to_string()))
+            serde_json::from_str(&text).map_err(|e| format_err(path, e.to_string()))?
+        };
+        const MAX: u64 = i32::MAX as u64;
+        for (stack, l) in &file.stacks {
+            for (field, v) in [
+                ("max_ids_per_partition", Some(l.max_ids_per_partition)),
+                ("max_unique_ids_per_partition", Some(l.max_unique_ids_per_partition)),
+                (
+                    "suggested_coo_buffer_size_per_device",
+                    l.suggested_coo_buffer_size_per_device,
+                ),
+            ] {
+                if let Some(v) = v.filter(|&v| v == 0 || v > MAX) {
+                    return Err(format_err(
+                        path,
+                        format!("stacks.{stack}.{field} = {v}: must be in 1..={MAX} (an int32 in jax-tpu-embedding)"),
+                    ));
+                }
+            }
         }
+        Ok(file)
     }
 
     /// Writes JSON or TOML (by extension).
@@ -363,5 +383,29 @@ mod tests {
             f.write(&p).unwrap();
             assert_eq!(LimitsFile::read(&p).unwrap(), f);
         }
+    }
+
+    #[test]
+    fn limits_file_rejects_limits_outside_int32() {
+        let dir = std::env::temp_dir().join(format!("tpusim-limits-files-{}", std::process::id()));
+        std::fs::create_dir_all(&dir).unwrap();
+        for (name, text, field) in [
+            (
+                "a.json",
+                r#"{"stacks": {"s": {"max_ids_per_partition": 2147483648, "max_unique_ids_per_partition": 8}}}"#,
+                "stacks.s.max_ids_per_partition = 2147483648",
+            ),
+            (
+                "b.toml",
+                "[stacks.s]\nmax_ids_per_partition = 8\nmax_unique_ids_per_partition = 0\n",
+                "stacks.s.max_unique_ids_per_partition = 0",
+            ),
+        ] {
+            let p = dir.join(name);
+            std::fs::write(&p, text).unwrap();
+            let err = LimitsFile::read(&p).unwrap_err().to_string();
+            assert!(err.contains(field), "{err}");
+        }
+        std::fs::remove_dir_all(&dir).unwrap();
     }
 }
