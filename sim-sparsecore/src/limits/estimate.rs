@@ -15,11 +15,15 @@ pub fn apply_limits(spec: &PreprocessSpec, limits: &BTreeMap<String, StackLimit>
     for stack in build_stacks(spec) {
         let Some(l) = limits.get(&stack.name) else { continue };
         let clamp = |x: u64| x.clamp(1, i32::MAX as u64) as u32;
+        // Keeps jax-tpu-embedding's rounding of the suggested size (to 8 x SparseCores) in range.
+        let suggested = l
+            .suggested_coo_buffer_size_per_device
+            .map(|v| v.clamp(1, i32::MAX as u64));
         if stack.tables.len() == 1 {
             if let Some(t) = out.tables.iter_mut().find(|t| t.name == stack.tables[0].name) {
                 t.max_ids_per_partition = clamp(l.max_ids_per_partition);
                 t.max_unique_ids_per_partition = clamp(l.max_unique_ids_per_partition);
-                t.suggested_coo_buffer_size_per_device = l.suggested_coo_buffer_size_per_device;
+                t.suggested_coo_buffer_size_per_device = suggested;
             }
         } else {
             out.stack_limits.insert(
@@ -27,7 +31,7 @@ pub fn apply_limits(spec: &PreprocessSpec, limits: &BTreeMap<String, StackLimit>
                 StackLimits {
                     max_ids_per_partition: Some(clamp(l.max_ids_per_partition)),
                     max_unique_ids_per_partition: Some(clamp(l.max_unique_ids_per_partition)),
-                    suggested_coo_buffer_size_per_device: l.suggested_coo_buffer_size_per_device,
+                    suggested_coo_buffer_size_per_device: suggested,
                 },
             );
         }

@@ -312,7 +312,15 @@ pub fn load_fdo_dir(dir: &Path) -> Result<FdoStats, FileError> {
 /// Limits from FDO stats as jax-tpu-embedding's update_preprocessing_parameters sets them: the maxima,
 /// and a suggested buffer of max(required buffer per SparseCore) x SparseCores per device.
 pub fn limits_from_fdo(stats: &FdoStats, sc_per_device: u64) -> BTreeMap<String, StackLimit> {
-    let max = |rows: &Vec<Vec<i64>>| rows.iter().flatten().copied().max().unwrap_or(0).max(0) as u64;
+    // Recorded stats are int64; limits are int32 in jax-tpu-embedding, so values are capped there.
+    let max = |rows: &Vec<Vec<i64>>| {
+        rows.iter()
+            .flatten()
+            .copied()
+            .max()
+            .unwrap_or(0)
+            .clamp(0, i32::MAX as i64) as u64
+    };
     stats
         .iter()
         .map(|(k, s)| {
@@ -322,7 +330,8 @@ pub fn limits_from_fdo(stats: &FdoStats, sc_per_device: u64) -> BTreeMap<String,
                 StackLimit {
                     max_ids_per_partition: max(&s.max_ids),
                     max_unique_ids_per_partition: max(&s.max_unique_ids),
-                    suggested_coo_buffer_size_per_device: (req > 0).then_some(req * sc_per_device),
+                    suggested_coo_buffer_size_per_device: (req > 0)
+                        .then_some(req.saturating_mul(sc_per_device).min(i32::MAX as u64)),
                 },
             )
         })
