@@ -190,3 +190,44 @@ fn compile_check_example_cases_on_stdin() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("must be at most"), "{err}");
 }
+
+#[test]
+fn validate_example_limits_files_and_fdo_dir() {
+    let ex = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/limits/example");
+    let tight = format!("{ex}/tight.toml");
+    let (code, out, err) = tpusim(&[
+        "limits", "validate", "--spec", SPEC, "--chip", "v5p", "--limits", &tight, "--ids", HOT, "--json",
+    ]);
+    assert_eq!(code, 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["ok"], false);
+    let user = v["stacks"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|s| s["stack"] == "user_item")
+        .unwrap();
+    let runtime = user["runtime"][0].as_str().unwrap();
+    assert!(
+        runtime.contains(
+            "Observed max ids per partition: 46 for table: user_item is greater than the set max ids per partition: 16"
+        ),
+        "{runtime}"
+    );
+    assert!(runtime.contains("needs 8 minibatches with minibatching"), "{runtime}");
+    assert_eq!(user["suggested"]["max_ids_per_partition"], 48);
+    assert_eq!(user["suggested"]["max_unique_ids_per_partition"], 32);
+    // The FDO directory (NPZ from `estimate --fdo-out` plus a CSV) gives limits that fit the data.
+    let fdo = format!("{ex}/fdo");
+    let (code, out, err) = tpusim(&[
+        "limits", "validate", "--spec", SPEC, "--chip", "v5p", "--fdo", &fdo, "--ids", HOT,
+    ]);
+    assert_eq!(code, 0, "{out}{err}");
+    assert!(out.contains("verdict: OK"), "{out}");
+    // The limits file written by `estimate` validates too.
+    let json = format!("{ex}/limits.json");
+    let (code, _, err) = tpusim(&[
+        "limits", "validate", "--spec", SPEC, "--chip", "v5p", "--limits", &json, "--ids", IDS, HOT,
+    ]);
+    assert_eq!(code, 0, "{err}");
+}
