@@ -97,11 +97,20 @@ impl Recorder {
     }
     /// Records a flow arrow between two recorded spans.
     pub fn flow(&mut self, from: SpanId, to: SpanId, name: impl Into<String>) {
-        self.flows.push(Flow { from, to, name: name.into() });
+        self.flows.push(Flow {
+            from,
+            to,
+            name: name.into(),
+        });
     }
     /// Records a counter sample.
     pub fn counter(&mut self, process: impl Into<String>, name: impl Into<String>, time: SimTime, value: f64) {
-        self.counters.push(CounterSample { process: process.into(), name: name.into(), time, value });
+        self.counters.push(CounterSample {
+            process: process.into(),
+            name: name.into(),
+            time,
+            value,
+        });
     }
     /// Latest span end, or zero when empty.
     pub fn end_time(&self) -> SimTime {

@@ -1,1 +1,258 @@
-//! Chip presets v4, v5e, v5p, v6e, tpu7x as embedded JSON data files; every value carries its source or is marked assumed.
+//! Chip presets v4, v5e, v5p, v6e, tpu7x as embedded JSON data files (sim-tpu/chips/*.json,
+//! written by tools/gen_chip_presets.py from reference/chips.md). Every value carries its source, or
+//! says `assumed: ...` with the reason; any field can be overridden from a file.
+
+use std::collections::BTreeMap;
+
+use serde::{Deserialize, Serialize};
+use serde_json::{Map, Value};
+
+/// The chips with presets.
+pub const PRESETS: &[(&str, &str)] = &[
+    ("v4", include_str!("../chips/v4.json")),
+    ("v5e", include_str!("../chips/v5e.json")),
+    ("v5p", include_str!("../chips/v5p.json")),
+    ("v6e", include_str!("../chips/v6e.json")),
+    ("tpu7x", include_str!("../chips/tpu7x.json")),
+];
+
+/// Errors of loading chip specs.
+#[derive(Debug, thiserror::Error)]
+pub enum ChipError {
+    /// The chip name is not a preset.
+    #[error("unknown chip '{0}': expected one of v4, v5e, v5p, v6e, tpu7x")]
+    Unknown(String),
+    /// An override names a field presets do not have.
+    #[error("chip file: unknown field '{0}' (see `tpusim chips --json` for the field names)")]
+    UnknownField(String),
+    /// A field has the wrong type.
+    #[error("chip spec: {0}")]
+    Invalid(String),
+}
+
+/// A chip's parameters. Units are in the names; see the preset files for each value's source.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+#[allow(missing_docs)]
+pub struct ChipSpec {
+    pub name: String,
+    pub tensorcores_per_chip: u32,
+    pub megacore: bool,
+    pub mxus_per_tensorcore: u32,
+    /// MXU side (128 or 256).
+    pub mxu_dim: u32,
+    pub tc_clock_mhz: u64,
+    pub vpu_lanes: u32,
+    pub vpu_sublanes: u32,
+    pub vpu_alus_per_lane: u32,
+    pub vector_registers: u32,
+    pub vmem_bytes_per_tc: u64,
+    pub smem_bytes_per_tc: u64,
+    pub cmem_bytes: u64,
+    pub hbm_bytes: u64,
+    pub hbm_bytes_per_s: u64,
+    pub ici_links: u32,
+    pub ici_topology: String,
+    pub ici_bytes_per_s_per_link: u64,
+    pub host_link_bytes_per_s: u64,
+    pub peak_bf16_flops: u64,
+    pub peak_int8_ops: u64,
+    pub sparsecores_per_chip: u32,
+    pub sc_tiles_per_sc: u32,
+    pub sc_simd_lanes_f32: u32,
+    pub sc_simd_lanes_bf16: u32,
+    pub sc_tilespmem_bytes_per_tile: u64,
+    /// TileSpmem bytes a SparseCore program can use per tile, as the compiler reports it.
+    pub sc_tilespmem_bytes_available: u64,
+    pub sc_spmem_bytes_per_sc: u64,
+    pub sc_dma_granule_bytes: u64,
+    /// Constant part of a SparseCore backward pass's fixed Spmem allocation (read off E3001 reports).
+    pub sc_spmem_fixed_overhead_bytes: u64,
+    pub sc_clock_mhz: u64,
+    /// Share of HBM bandwidth the SparseCores can draw (0..=1).
+    pub sc_hbm_share: f64,
+    /// TensorCores in one compiler "device".
+    pub model_device_tensorcores: u32,
+    /// The compiler cost model's peak bf16 FLOPs per cycle per device.
+    pub model_peak_flops_per_cycle: u64,
+    /// The clock the compiler cost model implies.
+    pub model_clock_mhz: u64,
+    /// The HBM bandwidth the compiler cost model implies per device.
+    pub model_hbm_bytes_per_s: u64,
+}
+
+/// A chip spec plus the source of each value.
+#[derive(Clone, Debug)]
+pub struct Chip {
+    /// The values.
+    pub spec: ChipSpec,
+    /// Source of each field, by field name.
+    pub sources: BTreeMap<String, String>,
+}
+
+/// Normalises chip names ("v5p:2x2x1", "TPU v5p", "TPU7x", "ironwood") to a preset name.
+pub fn preset_name(name: &str) -> Result<&'static str, ChipError> {
+    crate::tiling::normalize_chip(name).map_err(|_| ChipError::Unknown(name.to_string()))
+}
+
+/// Plain field values and their sources, split out of a chip file.
+type ValuesAndSources = (Map<String, Value>, BTreeMap<String, String>);
+
+fn split(file: &Value) -> Result<ValuesAndSources, ChipError> {
+    let obj = file
+        .as_object()
+        .ok_or_else(|| ChipError::Invalid("a chip file must be a JSON object".into()))?;
+    let mut values = Map::new();
+    let mut sources = BTreeMap::new();
+    for (k, v) in obj {
+        match v {
+            Value::Object(o) if o.contains_key("value") => {
+                values.insert(k.clone(), o["value"].clone());
+                if let Some(s) = o.get("source").and_then(|s| s.as_str()) {
+                    sources.insert(k.clone(), s.to_string());
+                }
+            }
+            other => {
+                values.insert(k.clone(), other.clone());
+            }
+        }
+    }
+    Ok((values, sources))
+}
+
+impl Chip {
+    /// A preset by name (aliases accepted).
+    pub fn preset(name: &str) -> Result<Chip, ChipError> {
+        let key = preset_name(name)?;
+        let text = PRESETS
+            .iter()
+            .find(|(n, _)| *n == key)
+            .map(|(_, t)| *t)
+            .ok_or(ChipError::Unknown(name.into()))?;
+        let file: Value = serde_json::from_str(text).map_err(|e| ChipError::Invalid(e.to_string()))?;
+        let (values, sources) = split(&file)?;
+        let spec: ChipSpec =
+            serde_json::from_value(Value::Object(values)).map_err(|e| ChipError::Invalid(format!("{key}: {e}")))?;
+        Ok(Chip { spec, sources })
+    }
+
+    /// Overrides fields from a JSON object (plain values or {"value", "source"}); a "chip" or "base"
+    /// key is ignored here (it names the preset to start from). Unknown fields are errors.
+    pub fn with_overrides(mut self, overrides: &Value) -> Result<Chip, ChipError> {
+        let (mut values, sources) = split(overrides)?;
+        values.remove("chip");
+        values.remove("base");
+        let mut current = match serde_json::to_value(&self.spec) {
+            Ok(Value::Object(m)) => m,
+            _ => return Err(ChipError::Invalid("internal: spec is not an object".into())),
+        };
+        for (k, v) in values {
+            if !current.contains_key(&k) {
+                return Err(ChipError::UnknownField(k));
+            }
+            let source = sources
+                .get(&k)
+                .cloned()
+                .unwrap_or_else(|| "override from --chip-file".to_string());
+            self.sources.insert(k.clone(), source);
+            current.insert(k, v);
+        }
+        self.spec = serde_json::from_value(Value::Object(current)).map_err(|e| ChipError::Invalid(e.to_string()))?;
+        Ok(self)
+    }
+
+    /// Loads a chip: the preset `name` (or the file's "chip"/"base" key) with a file's overrides.
+    pub fn load(name: Option<&str>, chip_file: Option<&Value>) -> Result<Chip, ChipError> {
+        let from_file = chip_file
+            .and_then(|v| v.get("chip").or(v.get("base")))
+            .and_then(|v| v.as_str());
+        let base = name
+            .or(from_file)
+            .ok_or_else(|| ChipError::Invalid("no chip named (use --chip)".into()))?;
+        let chip = Chip::preset(base)?;
+        match chip_file {
+            Some(f) => chip.with_overrides(f),
+            None => Ok(chip),
+        }
+    }
+
+    /// The spec and sources as one JSON object of {"value", "source"} fields (the preset file format).
+    pub fn to_json(&self) -> Value {
+        let mut out = Map::new();
+        if let Ok(Value::Object(m)) = serde_json::to_value(&self.spec) {
+            for (k, v) in m {
+                let src = self.sources.get(&k).cloned().unwrap_or_default();
+                out.insert(k, serde_json::json!({"value": v, "source": src}));
+            }
+        }
+        Value::Object(out)
+    }
+
+    /// Fields whose source is an assumption.
+    pub fn assumptions(&self) -> Vec<(&str, &str)> {
+        self.sources
+            .iter()
+            .filter(|(_, s)| s.starts_with("assumed"))
+            .map(|(k, s)| (k.as_str(), s.as_str()))
+            .collect()
+    }
+}
+
+impl ChipSpec {
+    /// Total SparseCore tiles per chip.
+    pub fn sc_tiles_per_chip(&self) -> u32 {
+        self.sparsecores_per_chip * self.sc_tiles_per_sc
+    }
+    /// SparseCores per compiler device (a megacore pair counts as one device).
+    pub fn sc_per_device(&self) -> u32 {
+        if self.megacore || self.tensorcores_per_chip == 0 {
+            self.sparsecores_per_chip
+        } else {
+            self.sparsecores_per_chip / self.tensorcores_per_chip
+        }
+    }
+    /// Peak bf16 FLOPs per TensorCore per cycle (MXUs x dim^2 x 2).
+    pub fn tc_flops_per_cycle(&self) -> u64 {
+        self.mxus_per_tensorcore as u64 * (self.mxu_dim as u64).pow(2) * 2
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn every_preset_loads_with_a_source_for_every_field() {
+        for (name, _) in PRESETS {
+            let chip = Chip::preset(name).unwrap();
+            assert_eq!(chip.spec.name, *name);
+            let fields = chip.to_json();
+            for (k, v) in fields.as_object().unwrap() {
+                assert!(!v["source"].as_str().unwrap().is_empty(), "{name}.{k} has no source");
+            }
+        }
+    }
+
+    #[test]
+    fn peaks_agree_with_mxu_geometry() {
+        // v4: 2 TCs x 4 MXUs x 128^2 x 2 x 1.05 GHz = 275 TFLOP/s.
+        let v4 = Chip::preset("v4").unwrap().spec;
+        let derived = v4.tc_flops_per_cycle() * v4.tensorcores_per_chip as u64 * v4.tc_clock_mhz * 1_000_000;
+        assert!(
+            (derived as f64 / v4.peak_bf16_flops as f64 - 1.0).abs() < 0.01,
+            "{derived}"
+        );
+    }
+
+    #[test]
+    fn overrides_and_unknown_fields() {
+        let o = serde_json::json!({"chip": "v5p", "hbm_bytes_per_s": 3_000_000_000_000u64, "sc_clock_mhz": {"value": 1000, "source": "my measurement"}});
+        let c = Chip::load(None, Some(&o)).unwrap();
+        assert_eq!(c.spec.hbm_bytes_per_s, 3_000_000_000_000);
+        assert_eq!(c.sources["sc_clock_mhz"], "my measurement");
+        let bad = serde_json::json!({"hbm_gb": 1});
+        assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f)) if f == "hbm_gb"));
+        assert!(Chip::preset("v9").is_err());
+        assert_eq!(Chip::preset("TPU v5p").unwrap().spec.name, "v5p");
+    }
+}

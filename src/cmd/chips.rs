@@ -1,10 +1,76 @@
-//! `tpusim chips`.
+//! `tpusim chips`: the chip presets and where each value comes from.
+
+use anyhow::Context;
+use sim_tpu::chips::{Chip, PRESETS};
 
 /// Arguments of `tpusim chips`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Show only this chip (v4, v5e, v5p, v6e, tpu7x).
+    #[arg(long)]
+    pub chip: Option<String>,
+    /// JSON file overriding preset fields (plain values or {"value", "source"}; "chip" names the base).
+    #[arg(long, value_name = "FILE")]
+    pub chip_file: Option<std::path::PathBuf>,
+    /// Print JSON (every field with its value and source).
+    #[arg(long)]
+    pub json: bool,
+}
+
+/// Loads the chip named by `--chip` with the overrides of `--chip-file` (shared by other subcommands).
+pub fn load_chip(chip: Option<&str>, chip_file: Option<&std::path::Path>) -> anyhow::Result<Chip> {
+    let file = match chip_file {
+        Some(p) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            Some(serde_json::from_str::<serde_json::Value>(&text).with_context(|| format!("parsing {}", p.display()))?)
+        }
+        None => None,
+    };
+    Ok(Chip::load(chip, file.as_ref())?)
+}
 
 /// Runs `tpusim chips`.
-pub fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("`tpusim chips` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let chips: Vec<Chip> = match (&args.chip, &args.chip_file) {
+        (None, None) => PRESETS.iter().map(|(n, _)| Chip::preset(n)).collect::<Result<_, _>>()?,
+        (c, f) => vec![load_chip(c.as_deref(), f.as_deref())?],
+    };
+    if args.json {
+        let v: serde_json::Map<String, serde_json::Value> =
+            chips.iter().map(|c| (c.spec.name.clone(), c.to_json())).collect();
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    let json: Vec<serde_json::Value> = chips
+        .iter()
+        .map(|c| serde_json::to_value(&c.spec).unwrap_or_default())
+        .collect();
+    let fields: Vec<String> = json[0]
+        .as_object()
+        .map(|o| o.keys().cloned().collect())
+        .unwrap_or_default();
+    print!("{:<32}", "field");
+    for c in &chips {
+        print!("{:>18}", c.spec.name);
+    }
+    println!();
+    for f in fields.iter().filter(|f| *f != "name") {
+        print!("{f:<32}");
+        for (j, c) in json.iter().enumerate() {
+            let v = &c[f];
+            let text = match v {
+                serde_json::Value::String(s) => s.clone(),
+                other => other.to_string(),
+            };
+            let mark = if chips[j].sources.get(f).is_some_and(|s| s.starts_with("assumed")) {
+                "*"
+            } else {
+                " "
+            };
+            print!("{:>17}{mark}", text);
+        }
+        println!();
+    }
+    println!("\n* assumed (not public): see `tpusim chips --json` for every value's source; override with --chip-file");
+    Ok(0)
 }

@@ -1,10 +1,204 @@
-//! `tpusim layout`.
+//! `tpusim layout`: canonical shape text, sizes, padding, index maps and pictures of XLA layouts.
+
+use std::io::BufRead;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use sim_core::layout::{parse_shape, Shape};
+use sim_tpu::tiling::{assign_tpu_layout, normalize_chip};
 
 /// Arguments of `tpusim layout`.
 #[derive(clap::Args)]
-pub struct Args {}
+pub struct Args {
+    /// Shapes in XLA text, e.g. 'bf16[8,1,1280,16384]' or 'f32[3,5]{1,0:T(2,2)}'.
+    pub shapes: Vec<String>,
+    /// Read one shape per line from standard input.
+    #[arg(long)]
+    pub stdin: bool,
+    /// Give shapes without a layout the layout the XLA TPU compiler assigns on this chip (v4, v5e, v5p, v6e, tpu7x).
+    #[arg(long, value_name = "CHIP")]
+    pub tpu: Option<String>,
+    /// Also print the linear element offset of this logical index, e.g. --index 2,3.
+    #[arg(long, value_name = "I,J,..", allow_hyphen_values = true)]
+    pub index: Option<String>,
+    /// Also print the logical index stored at this linear element offset (or that it is padding).
+    #[arg(long, value_name = "N")]
+    pub offset: Option<u64>,
+    /// One JSON object per input line instead of the table.
+    #[arg(long)]
+    pub json: bool,
+    /// Draw the layout in memory as SVG (first shape only).
+    #[arg(long, value_name = "FILE")]
+    pub svg: Option<std::path::PathBuf>,
+}
+
+/// The facts `tpusim layout` reports for one shape.
+struct Facts {
+    shape: Shape,
+    padded_bytes: u64,
+    data_bytes: u64,
+    unpadded_bytes: u64,
+    padding_overhead: f64,
+    physical_dims: Vec<u64>,
+    linear_index: Option<u64>,
+    logical_index: Option<Option<Vec<u64>>>,
+}
+
+fn parse_index(text: &str) -> anyhow::Result<Vec<i64>> {
+    text.split(',')
+        .map(|t| {
+            t.trim()
+                .parse::<i64>()
+                .with_context(|| format!("--index: '{t}' is not an integer"))
+        })
+        .collect()
+}
+
+fn facts(input: &str, args: &Args, index: &Option<Vec<i64>>) -> anyhow::Result<Facts> {
+    let mut shape = parse_shape(input.trim())?;
+    if let Some(chip) = &args.tpu {
+        shape = assign_tpu_layout(&shape, chip)?;
+    }
+    let Shape::Array(array) = &shape else {
+        let padded = shape.padded_bytes()?;
+        return Ok(Facts {
+            shape,
+            padded_bytes: padded,
+            data_bytes: padded,
+            unpadded_bytes: padded,
+            padding_overhead: 0.0,
+            physical_dims: vec![],
+            linear_index: None,
+            logical_index: None,
+        });
+    };
+    let g = array.geometry()?;
+    let linear_index = match index {
+        Some(i) => Some(g.linear_index(i)?),
+        None => None,
+    };
+    let logical_index = args.offset.map(|o| g.logical_index(o));
+    Ok(Facts {
+        padded_bytes: g.padded_bytes()?,
+        data_bytes: g.data_bytes()?,
+        unpadded_bytes: g.unpadded_bytes()?,
+        padding_overhead: g.padding_overhead()?,
+        physical_dims: g.tiled_dims.clone(),
+        linear_index,
+        logical_index,
+        shape,
+    })
+}
+
+fn to_json(input: &str, f: &Facts) -> Value {
+    let mut v = json!({
+        "input": input,
+        "shape": f.shape.to_string(),
+        "padded_bytes": f.padded_bytes,
+        "data_bytes": f.data_bytes,
+        "unpadded_bytes": f.unpadded_bytes,
+        "padding_overhead": f.padding_overhead,
+        "physical_dims": f.physical_dims,
+    });
+    if let Some(i) = f.linear_index {
+        v["linear_index"] = json!(i);
+    }
+    if let Some(l) = &f.logical_index {
+        v["logical_index"] = match l {
+            Some(idx) => json!(idx),
+            None => Value::Null,
+        };
+    }
+    v
+}
+
+fn print_table(input: &str, f: &Facts) {
+    println!("{}", f.shape);
+    if input.trim() != f.shape.to_string() {
+        println!("  input            {}", input.trim());
+    }
+    if let Shape::Array(a) = &f.shape {
+        if let Some(layout) = &a.layout {
+            let tiles: Vec<String> = layout.tiles.iter().map(|t| t.to_string()).collect();
+            println!("  minor_to_major   {:?}", layout.minor_to_major);
+            println!(
+                "  tiles            {}",
+                if tiles.is_empty() {
+                    "none".into()
+                } else {
+                    tiles.join(" ")
+                }
+            );
+        }
+        println!(
+            "  physical dims    {:?}  (row-major over these gives the linear offset)",
+            f.physical_dims
+        );
+    }
+    println!("  padded bytes     {:>14}", f.padded_bytes);
+    println!("  data bytes       {:>14}", f.data_bytes);
+    println!("  unpadded bytes   {:>14}", f.unpadded_bytes);
+    println!("  padding overhead {:>13.2}%", f.padding_overhead * 100.0);
+    if let Some(i) = f.linear_index {
+        println!("  linear index     {i:>14}");
+    }
+    if let Some(l) = &f.logical_index {
+        match l {
+            Some(idx) => println!("  logical index    {idx:?}"),
+            None => println!("  logical index    (padding)"),
+        }
+    }
+}
 
 /// Runs `tpusim layout`.
-pub fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("`tpusim layout` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    if let Some(chip) = &args.tpu {
+        normalize_chip(chip)?;
+    }
+    let index = args.index.as_deref().map(parse_index).transpose()?;
+    let mut inputs: Vec<String> = args.shapes.clone();
+    if args.stdin {
+        for line in std::io::stdin().lock().lines() {
+            let line = line.context("reading standard input")?;
+            if !line.trim().is_empty() {
+                inputs.push(line);
+            }
+        }
+    }
+    if inputs.is_empty() {
+        anyhow::bail!("no shape given: pass shapes as arguments or use --stdin");
+    }
+    let mut failed = false;
+    for (n, input) in inputs.iter().enumerate() {
+        match facts(input, &args, &index) {
+            Ok(f) => {
+                if args.json {
+                    println!("{}", to_json(input, &f));
+                } else {
+                    if n > 0 {
+                        println!();
+                    }
+                    print_table(input, &f);
+                }
+                if n == 0 {
+                    if let Some(path) = &args.svg {
+                        let svg = super::layout_svg::render(&f.shape)?;
+                        std::fs::write(path, svg).with_context(|| format!("writing {}", path.display()))?;
+                        if !args.json {
+                            println!("  picture          {}", path.display());
+                        }
+                    }
+                }
+            }
+            Err(e) => {
+                failed = true;
+                if args.json {
+                    println!("{}", json!({"input": input, "error": format!("{e:#}")}));
+                } else {
+                    eprintln!("error: {}: {e:#}", input.trim());
+                }
+            }
+        }
+    }
+    Ok(if failed { 2 } else { 0 })
 }

@@ -5,6 +5,7 @@ pub mod chips;
 pub mod demo;
 pub mod explain;
 pub mod layout;
+mod layout_svg;
 pub mod limits;
 pub mod op;
 pub mod preprocess;

@@ -1,10 +1,228 @@
-//! `tpusim run`.
+//! `tpusim run`: simulate training steps of a recommender workload.
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use workloads::{simulate, Pipelining, RunOptions, RunResult, Workload};
 
 /// Arguments of `tpusim run`.
-#[derive(clap::Args)]
-pub struct Args {}
+#[derive(clap::Args, Clone)]
+pub struct Args {
+    /// Workload file (TOML or JSON).
+    pub workload: Option<PathBuf>,
+    /// A built-in workload: dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy.
+    #[arg(long, conflicts_with = "workload")]
+    pub preset: Option<String>,
+    /// Chip preset (overrides the workload's).
+    #[arg(long)]
+    pub chip: Option<String>,
+    /// JSON file overriding chip preset fields.
+    #[arg(long, value_name = "FILE")]
+    pub chip_file: Option<PathBuf>,
+    /// Number of chips (a power of two).
+    #[arg(long)]
+    pub chips: Option<u32>,
+    /// Global batch.
+    #[arg(long)]
+    pub batch: Option<u64>,
+    /// Steps to simulate.
+    #[arg(long)]
+    pub steps: Option<u32>,
+    /// sequential or pipelined.
+    #[arg(long, value_parser = ["sequential", "pipelined"])]
+    pub pipelining: Option<String>,
+    /// Train a small model on the schedule and report the loss per step.
+    #[arg(long)]
+    pub functional: bool,
+    /// Print the JSON summary.
+    #[arg(long)]
+    pub json: bool,
+    /// Write a Chrome trace (opens in Perfetto or chrome://tracing).
+    #[arg(long, value_name = "FILE")]
+    pub trace: Option<PathBuf>,
+    /// Write summary.json, report.md, report.html and plots into this directory.
+    #[arg(long, value_name = "DIR")]
+    pub report: Option<PathBuf>,
+}
+
+/// The report input of a run (one Gantt panel per run given).
+pub fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> reports::ReportInput {
+    reports::ReportInput {
+        title: format!("tpusim: {} on {} x {}", w.name, w.chips, w.chip),
+        summary: main.summary.clone(),
+        gantt: runs
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.recorder.clone(), r.summary.step_time_us))
+            .collect(),
+        bottleneck: main.bottleneck.clone(),
+        chip_constants: main.chip_constants.clone(),
+        padding_per_buffer: main.padding_per_buffer.clone(),
+        knobs: vec![
+            (
+                "pipelining (tf_xla_disable_full_embedding_pipelining)".into(),
+                format!("{:?}", w.pipelining),
+                format!(
+                    "step time {:.1} us, TC/SC overlap {:.0}%",
+                    main.summary.step_time_us,
+                    main.summary.overlap_fraction * 100.0
+                ),
+            ),
+            (
+                "max_ids_per_partition".into(),
+                w.limits.max_ids_per_partition.unwrap_or(256).to_string(),
+                format!("{} minibatches per step", main.summary.minibatches_per_step),
+            ),
+            (
+                "allow_id_dropping".into(),
+                w.limits.allow_id_dropping.to_string(),
+                format!("{} ids dropped per step", main.summary.dropped_ids_per_step),
+            ),
+            (
+                "host threads / prefetch".into(),
+                format!("{} / {}", w.host.threads, w.host.prefetch),
+                format!("host busy {:.0}%", main.summary.busy_fraction.host * 100.0),
+            ),
+        ],
+    }
+}
+
+/// The workload an invocation describes (file or preset, with overrides).
+pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
+    let mut w = match (&args.workload, &args.preset) {
+        (Some(p), _) => {
+            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
+            let mut w = Workload::parse(&text).with_context(|| p.display().to_string())?;
+            w.resolve_paths(p.parent().unwrap_or(std::path::Path::new(".")));
+            w
+        }
+        (None, Some(name)) => Workload::preset(name)?,
+        (None, None) => anyhow::bail!(
+            "give a workload file or --preset NAME ({})",
+            Workload::preset_names().join(", ")
+        ),
+    };
+    if let Some(c) = &args.chip {
+        sim_tpu::chips::preset_name(c)?;
+        w.chip = c.clone();
+    }
+    if let Some(n) = args.chips {
+        w.chips = n;
+    }
+    if let Some(b) = args.batch {
+        w.global_batch = b;
+    }
+    if let Some(s) = args.steps {
+        w.steps = s;
+    }
+    if let Some(p) = &args.pipelining {
+        w.pipelining = if p == "sequential" {
+            Pipelining::Sequential
+        } else {
+            Pipelining::Pipelined
+        };
+    }
+    w.validate()?;
+    Ok(w)
+}
+
+/// Simulates an invocation's workload.
+pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
+    let chip_overrides = match &args.chip_file {
+        Some(p) => Some(serde_json::from_str(
+            &std::fs::read_to_string(p).with_context(|| p.display().to_string())?,
+        )?),
+        None => None,
+    };
+    Ok(simulate(
+        w,
+        &RunOptions {
+            functional: args.functional,
+            record: true,
+            chip_overrides,
+        },
+    )?)
+}
+
+/// Prints the human summary of a run.
+pub fn print_summary(w: &Workload, r: &RunResult) {
+    let s = &r.summary;
+    println!(
+        "{} on {} x {} (global batch {}, {:?})",
+        w.name, w.chips, w.chip, w.global_batch, w.pipelining
+    );
+    println!("  step time          {:>12.1} us (steady state)", s.step_time_us);
+    println!("  samples/s          {:>12.0}", s.samples_per_s);
+    let b = &s.busy_fraction;
+    println!(
+        "  busy               TC {:.0}%  SC {:.0}%  HBM {:.0}%  ICI {:.0}%  host {:.0}%",
+        b.tc * 100.0,
+        b.sc * 100.0,
+        b.hbm * 100.0,
+        b.ici * 100.0,
+        b.host * 100.0
+    );
+    println!("  TC/SC overlap      {:>11.0}%", s.overlap_fraction * 100.0);
+    println!(
+        "  HBM per step       {:>12} B ({:.1}% padding)",
+        s.hbm_bytes_per_step,
+        s.hbm_padding_bytes_per_step as f64 * 100.0 / s.hbm_bytes_per_step.max(1) as f64
+    );
+    for (k, v) in &s.peak_memory_bytes {
+        let cap = s.capacity_bytes.get(k).copied().unwrap_or(0);
+        println!(
+            "  {k:<18} {v:>12} B of {cap} B{}",
+            if *v > cap { "  DOES NOT FIT" } else { "" }
+        );
+    }
+    println!(
+        "  minibatches/step   {:>12}   dropped ids/step {}",
+        s.minibatches_per_step, s.dropped_ids_per_step
+    );
+    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != "ok").collect();
+    if !bad.is_empty() {
+        for l in bad {
+            println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
+        }
+    }
+    if !s.loss.is_empty() {
+        println!(
+            "  loss               {:.4} -> {:.4}",
+            s.loss[0],
+            s.loss[s.loss.len() - 1]
+        );
+    }
+    println!("  fits               {}", s.fits);
+    println!("{}", r.bottleneck);
+}
 
 /// Runs `tpusim run`.
-pub fn run(_args: Args) -> anyhow::Result<u8> {
-    anyhow::bail!("`tpusim run` is not built yet")
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let w = load_workload(&args)?;
+    let r = simulate_args(&args, &w)?;
+    if let Some(p) = &args.trace {
+        let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
+        traces_write(&r.recorder, f)?;
+    }
+    if let Some(dir) = &args.report {
+        let label = format!("{:?}", w.pipelining).to_lowercase();
+        reports::write_report(dir, &report_input(&w, &[(label.as_str(), &r)], &r))
+            .with_context(|| dir.display().to_string())?;
+    }
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&r.summary)?);
+    } else {
+        print_summary(&w, &r);
+        if let Some(p) = &args.trace {
+            println!("trace: {}", p.display());
+        }
+        if let Some(d) = &args.report {
+            println!("report: {}", d.join("report.html").display());
+        }
+    }
+    Ok(if r.summary.fits { 0 } else { 1 })
+}
+
+pub fn traces_write(rec: &sim_core::recorder::Recorder, f: std::fs::File) -> anyhow::Result<()> {
+    traces::write_chrome_trace(rec, std::io::BufWriter::new(f))?;
+    Ok(())
 }

@@ -1,2 +1,13 @@
-//! workloads: workload specs and presets, id generators and id/FDO file readers, and the
-//! training-step program builder (TensorCore/SparseCore pipelining with stale gradients).
+//! workloads: workload specs and presets, id generators, and the training-step program builder
+//! (TensorCore/SparseCore pipelining with stale gradients), plus the functional mode that trains a
+//! small model on the simulated schedule.
+//!
+//! Architecture invariant: workloads builds task graphs and reads results; the engine owns time.
+
+pub mod functional;
+pub mod ids;
+pub mod program;
+pub mod spec;
+
+pub use program::{simulate, RunOptions, RunResult};
+pub use spec::{Pipelining, Workload, WorkloadError};

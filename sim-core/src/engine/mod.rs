@@ -1,370 +1,334 @@
-//! The task-graph discrete-event engine: tasks with dependencies and one demand each (occupy a
-//! unit, transfer bytes through a shared bandwidth resource, wait, or a fixed delay); integer
-//! picosecond time; deterministic event order ((time, sequence) heap).
+//! The task-graph discrete-event engine.
 //!
-//! ```
-//! use sim_core::engine::{Engine, QueuePolicy, Task};
-//! use sim_core::time::{Clock, SimTime};
-//! let mut e = Engine::new();
-//! let hbm = e.add_bandwidth("chip0", "HBM", 100);
-//! let mxu = e.add_unit("chip0", "TC MXU", Clock::from_mhz(1000), QueuePolicy::Fifo);
-//! let load = e.add_task(Task::transfer(hbm, 100).name("load"));
-//! let mm = e.add_task(Task::occupy(mxu, 1000).name("matmul").category("mxu"));
-//! e.add_dep(load, mm);
-//! let r = e.run().unwrap();
-//! assert_eq!(r.end(load), Some(SimTime(1_000_000_000_000)));
-//! assert_eq!(r.end(mm), Some(SimTime(1_000_001_000_000)));
-//! ```
+//! A simulation is a graph of tasks. Each task has dependencies and one demand:
+//! - *occupy* a unit (MXU, VPU, SparseCore tile, sequencer) for N cycles of the unit's clock; a unit has
+//!   one or more servers and a FIFO or priority queue;
+//! - *transfer* B bytes through a bandwidth resource (HBM, ICI link, PCIe) with an optional per-transfer
+//!   rate cap; concurrent transfers share the bandwidth max-min fairly (water-filling), recomputed at
+//!   every start and finish, so contention is real;
+//! - *delay* for a fixed time (a latency), or *wait* (a zero-time barrier joining its dependencies).
+//!
+//! Time is integer picoseconds; the event heap is ordered by (time, sequence number), so identical
+//! inputs give identical schedules. Spans and counters go to a [`Recorder`] when recording is on.
 
-mod bandwidth;
-mod error;
 mod run;
 
 use slotmap::{new_key_type, SlotMap};
 
-use crate::recorder::ArgValue;
+use crate::recorder::{ArgValue, Recorder, Track};
 use crate::time::{Clock, SimTime};
 
-pub use error::EngineError;
-pub use run::{BandwidthStats, RunReport, TaskTimes, UnitStats};
+pub use run::RunResult;
 
 new_key_type! {
     /// A task in an [`Engine`].
     pub struct TaskId;
-    /// A unit (server resource: MXU, VPU, SC tile, sequencer) in an [`Engine`].
-    pub struct UnitId;
-    /// A bandwidth resource (HBM, ICI link, PCIe, DMA engine) in an [`Engine`].
-    pub struct BandwidthId;
 }
 
-/// Order in which ready tasks waiting for a busy unit are served.
+/// A unit or bandwidth resource of an [`Engine`] (index in creation order).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct ResourceId(pub u32);
+
+/// How a unit orders the ready tasks waiting for it.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum QueuePolicy {
     /// First ready, first served.
     Fifo,
-    /// Highest [`Task::priority`] first; ties in ready order.
+    /// Highest task priority first; ties first ready, first served.
     Priority,
 }
 
-/// What a task needs in order to complete.
+/// What a task asks of the machine.
 #[derive(Clone, Debug, PartialEq)]
 pub enum Demand {
-    /// Hold one server of a unit for this many cycles of the unit's clock.
+    /// Occupy one server of a unit for this many cycles of its clock.
     Occupy {
         /// The unit.
-        unit: UnitId,
+        unit: ResourceId,
         /// Cycles of the unit's clock.
         cycles: u64,
     },
-    /// Move bytes through a bandwidth resource, sharing its rate fairly with concurrent transfers.
+    /// Move bytes through a bandwidth resource.
     Transfer {
         /// The bandwidth resource.
-        bandwidth: BandwidthId,
+        resource: ResourceId,
         /// Bytes to move.
         bytes: u64,
-        /// Upper bound on this transfer's rate in bytes per second (`u64::MAX`: none).
-        rate_cap_bytes_per_s: u64,
+        /// Largest rate this one transfer can reach, bytes per second (e.g. a DMA engine's limit).
+        cap_bytes_per_s: Option<u64>,
     },
-    /// Complete as soon as all dependencies have completed (barrier; zero duration).
+    /// Take a fixed time without using any resource (a latency).
+    Delay(SimTime),
+    /// Complete as soon as all dependencies have (a barrier).
     Wait,
-    /// Complete a fixed time after all dependencies have completed, using no resource (latency).
-    Delay {
-        /// Duration.
-        duration: SimTime,
-    },
 }
 
-/// A task to add to an [`Engine`]: one demand plus what the recorder should show about it.
+/// A task: its demand plus what to show for it when recorded.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Task {
-    /// What the task needs.
+    /// What the task asks for.
     pub demand: Demand,
-    /// Span name.
+    /// Name shown on its span.
     pub name: String,
-    /// Span category (for colouring and filtering).
+    /// Category for colouring and filtering.
     pub category: String,
-    /// Named numbers shown on the span.
+    /// Priority on units with [`QueuePolicy::Priority`] (higher first).
+    pub priority: i32,
+    /// Numbers attached to the span.
     pub args: Vec<(String, ArgValue)>,
-    /// Queue priority on a [`QueuePolicy::Priority`] unit: higher runs first.
-    pub priority: i64,
-    /// Track for Wait/Delay tasks (process, thread); they record no span without one.
-    pub track: Option<(String, String)>,
+    /// Overrides the track of the span (default: the resource's track; none for waits and delays).
+    pub track: Option<Track>,
 }
 
 impl Task {
-    fn with(demand: Demand) -> Self {
+    fn new(demand: Demand) -> Self {
         Task {
             demand,
             name: String::new(),
             category: String::new(),
-            args: Vec::new(),
             priority: 0,
+            args: Vec::new(),
             track: None,
         }
     }
-    /// Occupies one server of `unit` for `cycles` cycles of its clock.
-    pub fn occupy(unit: UnitId, cycles: u64) -> Self {
-        Self::with(Demand::Occupy { unit, cycles })
+    /// Occupy `unit` for `cycles` of its clock.
+    pub fn occupy(unit: ResourceId, cycles: u64) -> Self {
+        Task::new(Demand::Occupy { unit, cycles })
     }
-    /// Transfers `bytes` through `bandwidth` (no rate cap; see [`Task::rate_cap`]).
-    pub fn transfer(bandwidth: BandwidthId, bytes: u64) -> Self {
-        Self::with(Demand::Transfer {
-            bandwidth,
+    /// Transfer `bytes` through `resource`.
+    pub fn transfer(resource: ResourceId, bytes: u64) -> Self {
+        Task::new(Demand::Transfer {
+            resource,
             bytes,
-            rate_cap_bytes_per_s: u64::MAX,
+            cap_bytes_per_s: None,
         })
     }
-    /// A barrier: completes when its dependencies complete, taking no time.
-    pub fn wait() -> Self {
-        Self::with(Demand::Wait)
+    /// Take a fixed time.
+    pub fn delay(t: SimTime) -> Self {
+        Task::new(Demand::Delay(t))
     }
-    /// A fixed latency using no resource.
-    pub fn delay(duration: SimTime) -> Self {
-        Self::with(Demand::Delay { duration })
+    /// A zero-time barrier.
+    pub fn wait() -> Self {
+        Task::new(Demand::Wait)
+    }
+    /// Sets the per-transfer rate cap (bytes per second); ignored for other demands.
+    pub fn cap(mut self, bytes_per_s: u64) -> Self {
+        if let Demand::Transfer { cap_bytes_per_s, .. } = &mut self.demand {
+            *cap_bytes_per_s = Some(bytes_per_s);
+        }
+        self
     }
     /// Sets the span name.
     pub fn name(mut self, name: impl Into<String>) -> Self {
         self.name = name.into();
         self
     }
-    /// Sets the span category.
+    /// Sets the category.
     pub fn category(mut self, category: impl Into<String>) -> Self {
         self.category = category.into();
         self
     }
-    /// Attaches a named number or text to the span.
-    pub fn arg(mut self, key: impl Into<String>, value: impl Into<ArgValue>) -> Self {
-        self.args.push((key.into(), value.into()));
+    /// Sets the priority.
+    pub fn priority(mut self, p: i32) -> Self {
+        self.priority = p;
         self
     }
-    /// Sets the queue priority (higher first on priority units).
-    pub fn priority(mut self, priority: i64) -> Self {
-        self.priority = priority;
+    /// Adds a named integer to the span.
+    pub fn arg(mut self, key: impl Into<String>, value: i64) -> Self {
+        self.args.push((key.into(), ArgValue::Int(value)));
         self
     }
-    /// Caps a transfer's rate in bytes per second (ignored for other demands).
-    pub fn rate_cap(mut self, bytes_per_s: u64) -> Self {
-        if let Demand::Transfer {
-            rate_cap_bytes_per_s, ..
-        } = &mut self.demand
-        {
-            *rate_cap_bytes_per_s = bytes_per_s;
+    /// Adds a named value of any kind to the span.
+    pub fn arg_value(mut self, key: impl Into<String>, value: ArgValue) -> Self {
+        self.args.push((key.into(), value));
+        self
+    }
+    /// Draws the span on this track.
+    pub fn on_track(mut self, track: Track) -> Self {
+        self.track = Some(track);
+        self
+    }
+}
+
+/// A resource and its parameters.
+#[derive(Clone, Debug)]
+pub enum Resource {
+    /// A unit occupied for cycles.
+    Unit {
+        /// Where its spans are drawn.
+        track: Track,
+        /// Its clock.
+        clock: Clock,
+        /// Tasks it runs at once.
+        servers: u32,
+        /// Queue order.
+        policy: QueuePolicy,
+    },
+    /// A bandwidth shared by concurrent transfers.
+    Bandwidth {
+        /// Where its spans are drawn.
+        track: Track,
+        /// Total rate, bytes per second.
+        bytes_per_s: u64,
+    },
+}
+
+impl Resource {
+    /// The resource's track.
+    pub fn track(&self) -> &Track {
+        match self {
+            Resource::Unit { track, .. } | Resource::Bandwidth { track, .. } => track,
         }
-        self
-    }
-    /// Draws a Wait/Delay task's span on this track (occupy/transfer spans use their resource's track).
-    pub fn on_track(mut self, process: impl Into<String>, thread: impl Into<String>) -> Self {
-        self.track = Some((process.into(), thread.into()));
-        self
     }
 }
 
-impl From<i64> for ArgValue {
-    fn from(v: i64) -> Self {
-        ArgValue::Int(v)
-    }
-}
-impl From<u64> for ArgValue {
-    fn from(v: u64) -> Self {
-        ArgValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
-    }
-}
-impl From<usize> for ArgValue {
-    fn from(v: usize) -> Self {
-        ArgValue::Int(i64::try_from(v).unwrap_or(i64::MAX))
-    }
-}
-impl From<i32> for ArgValue {
-    fn from(v: i32) -> Self {
-        ArgValue::Int(v.into())
-    }
-}
-impl From<u32> for ArgValue {
-    fn from(v: u32) -> Self {
-        ArgValue::Int(v.into())
-    }
-}
-impl From<f64> for ArgValue {
-    fn from(v: f64) -> Self {
-        ArgValue::Float(v)
-    }
-}
-impl From<&str> for ArgValue {
-    fn from(v: &str) -> Self {
-        ArgValue::Text(v.to_string())
-    }
-}
-impl From<String> for ArgValue {
-    fn from(v: String) -> Self {
-        ArgValue::Text(v)
-    }
+/// Errors of building or running a task graph.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum EngineError {
+    /// A dependency names a task that does not exist (removed or from another engine).
+    #[error("unknown task in a dependency")]
+    UnknownTask,
+    /// A demand names a resource of the wrong kind or that does not exist.
+    #[error("task '{task}' uses resource {resource}, which {problem}")]
+    BadResource {
+        /// The task's name.
+        task: String,
+        /// The resource index.
+        resource: u32,
+        /// What is wrong with it.
+        problem: &'static str,
+    },
+    /// The dependencies form a cycle: these tasks never became ready.
+    #[error("the task graph has a cycle: {stuck} tasks never became ready (e.g. '{example}')")]
+    Cycle {
+        /// How many tasks never ran.
+        stuck: usize,
+        /// One of them.
+        example: String,
+    },
+    /// A resource was given zero capacity.
+    #[error("resource '{0}' has zero capacity")]
+    ZeroCapacity(String),
 }
 
-/// A unit: `servers` identical servers behind one queue, timed by `clock`.
-#[derive(Clone, Debug)]
-pub struct Unit {
-    /// Process (chip or host) the unit belongs to.
-    pub process: String,
-    /// Unit name (the track's thread).
-    pub name: String,
-    /// Clock converting the tasks' cycles to time.
-    pub clock: Clock,
-    /// Queue order.
-    pub policy: QueuePolicy,
-    /// Parallel servers (>= 1).
-    pub servers: u32,
-}
-
-/// A bandwidth resource shared max-min fairly among its active transfers.
-#[derive(Clone, Debug)]
-pub struct Bandwidth {
-    /// Process (chip or host) the resource belongs to.
-    pub process: String,
-    /// Resource name (the track's thread).
-    pub name: String,
-    /// Total rate in bytes per second.
-    pub bytes_per_s: u64,
-}
-
-/// Stored task: the user's task plus its dense index (insertion order).
-#[derive(Clone, Debug)]
-struct TaskData {
-    task: Task,
-    dense: u32,
-}
-
-/// A task graph on units and bandwidth resources. Build it, then [`Engine::run`] it (any number of
-/// times: runs do not change the engine, so identical engines give identical reports).
-#[derive(Clone, Debug)]
+/// A task graph over resources, ready to run.
+#[derive(Default)]
 pub struct Engine {
-    tasks: SlotMap<TaskId, TaskData>,
-    order: Vec<TaskId>,
-    units: SlotMap<UnitId, Unit>,
-    bandwidths: SlotMap<BandwidthId, Bandwidth>,
-    /// Dependencies as dense (before, after) pairs.
-    deps: Vec<(u32, u32)>,
-    /// Flow arrows to record between task spans: (from, to, label).
-    flows: Vec<(TaskId, TaskId, String)>,
-    /// First invalid call (e.g. a dependency on an unknown task), reported by `run`.
-    deferred_error: Option<EngineError>,
-    recording: bool,
-}
-
-impl Default for Engine {
-    fn default() -> Self {
-        Self::new()
-    }
+    pub(crate) resources: Vec<Resource>,
+    pub(crate) tasks: SlotMap<TaskId, Task>,
+    /// Task ids in insertion order (their dense positions).
+    pub(crate) ids: Vec<TaskId>,
+    /// Dense demands, kept beside the slot map so a run never walks the full task records.
+    pub(crate) dense: Vec<run::Dense>,
+    /// Dependencies as dense positions (before, after).
+    pub(crate) deps: Vec<(u32, u32)>,
+    pub(crate) record: bool,
 }
 
 impl Engine {
-    /// An empty engine with recording on.
+    /// An empty engine that records spans.
     pub fn new() -> Self {
         Engine {
-            tasks: SlotMap::with_key(),
-            order: Vec::new(),
-            units: SlotMap::with_key(),
-            bandwidths: SlotMap::with_key(),
-            deps: Vec::new(),
-            flows: Vec::new(),
-            deferred_error: None,
-            recording: true,
+            record: true,
+            ..Default::default()
         }
     }
 
-    /// Switches recording of spans and counters on or off (off is faster).
+    /// Switches span and counter recording on or off (off is faster).
     pub fn set_recording(&mut self, on: bool) {
-        self.recording = on;
+        self.record = on;
     }
 
-    /// Adds a single-server unit.
+    /// Adds a unit with one server.
     pub fn add_unit(
         &mut self,
-        process: impl Into<String>,
-        name: impl Into<String>,
+        process: &str,
+        thread: &str,
         clock: Clock,
         policy: QueuePolicy,
-    ) -> UnitId {
-        self.add_unit_servers(process, name, clock, policy, 1)
+    ) -> Result<ResourceId, EngineError> {
+        self.add_unit_with_servers(process, thread, clock, policy, 1)
     }
 
-    /// Adds a unit with `servers` parallel servers sharing one queue.
-    pub fn add_unit_servers(
+    /// Adds a unit that runs up to `servers` tasks at once.
+    pub fn add_unit_with_servers(
         &mut self,
-        process: impl Into<String>,
-        name: impl Into<String>,
+        process: &str,
+        thread: &str,
         clock: Clock,
         policy: QueuePolicy,
         servers: u32,
-    ) -> UnitId {
-        self.units.insert(Unit {
-            process: process.into(),
-            name: name.into(),
-            clock,
-            policy,
-            servers,
-        })
-    }
-
-    /// Adds a bandwidth resource of `bytes_per_s` bytes per second.
-    pub fn add_bandwidth(
-        &mut self,
-        process: impl Into<String>,
-        name: impl Into<String>,
-        bytes_per_s: u64,
-    ) -> BandwidthId {
-        self.bandwidths.insert(Bandwidth {
-            process: process.into(),
-            name: name.into(),
-            bytes_per_s,
-        })
-    }
-
-    /// Adds a task; it becomes ready when all its dependencies have completed.
-    pub fn add_task(&mut self, task: Task) -> TaskId {
-        let dense = self.order.len() as u32;
-        let id = self.tasks.insert(TaskData { task, dense });
-        self.order.push(id);
-        id
-    }
-
-    /// Makes `after` wait for `before` to complete. Unknown tasks are reported by [`Engine::run`].
-    pub fn add_dep(&mut self, before: TaskId, after: TaskId) {
-        match (self.tasks.get(before), self.tasks.get(after)) {
-            (Some(b), Some(a)) => self.deps.push((b.dense, a.dense)),
-            _ => {
-                if self.deferred_error.is_none() {
-                    self.deferred_error = Some(EngineError::UnknownTask {
-                        context: "add_dep".to_string(),
-                    });
-                }
-            }
+    ) -> Result<ResourceId, EngineError> {
+        if servers == 0 || clock.hz == 0 {
+            return Err(EngineError::ZeroCapacity(format!("{process}/{thread}")));
         }
+        let track = Track {
+            process: process.into(),
+            thread: thread.into(),
+        };
+        self.resources.push(Resource::Unit {
+            track,
+            clock,
+            servers,
+            policy,
+        });
+        Ok(ResourceId(self.resources.len() as u32 - 1))
     }
 
-    /// Records a flow arrow from `from`'s span to `to`'s span (both must record spans).
-    pub fn add_flow(&mut self, from: TaskId, to: TaskId, label: impl Into<String>) {
-        self.flows.push((from, to, label.into()));
+    /// Adds a bandwidth resource of `bytes_per_s`.
+    pub fn add_bandwidth(&mut self, process: &str, thread: &str, bytes_per_s: u64) -> Result<ResourceId, EngineError> {
+        if bytes_per_s == 0 {
+            return Err(EngineError::ZeroCapacity(format!("{process}/{thread}")));
+        }
+        let track = Track {
+            process: process.into(),
+            thread: thread.into(),
+        };
+        self.resources.push(Resource::Bandwidth { track, bytes_per_s });
+        Ok(ResourceId(self.resources.len() as u32 - 1))
+    }
+
+    /// The resources, in creation order.
+    pub fn resources(&self) -> &[Resource] {
+        &self.resources
+    }
+
+    /// Adds a task.
+    pub fn add_task(&mut self, task: Task) -> TaskId {
+        self.dense.push(run::Dense::of(&task));
+        let id = self.tasks.insert(task);
+        self.ids.push(id);
+        id
     }
 
     /// The task behind an id.
     pub fn task(&self, id: TaskId) -> Option<&Task> {
-        self.tasks.get(id).map(|d| &d.task)
+        self.tasks.get(id)
     }
-    /// The unit behind an id.
-    pub fn unit(&self, id: UnitId) -> Option<&Unit> {
-        self.units.get(id)
+
+    /// Makes `after` wait for `before` to finish.
+    pub fn add_dep(&mut self, before: TaskId, after: TaskId) -> Result<(), EngineError> {
+        match (run::dense_index(&self.ids, before), run::dense_index(&self.ids, after)) {
+            (Some(a), Some(b)) => {
+                self.deps.push((a, b));
+                Ok(())
+            }
+            _ => Err(EngineError::UnknownTask),
+        }
     }
-    /// The bandwidth resource behind an id.
-    pub fn bandwidth(&self, id: BandwidthId) -> Option<&Bandwidth> {
-        self.bandwidths.get(id)
-    }
+
     /// Number of tasks.
     pub fn task_count(&self) -> usize {
-        self.order.len()
+        self.tasks.len()
     }
-    /// Number of dependencies.
-    pub fn dep_count(&self) -> usize {
-        self.deps.len()
+
+    /// Runs the graph to completion and returns per-task times, busy times and the recording.
+    pub fn run(&self) -> Result<RunResult, EngineError> {
+        run::run(self)
+    }
+
+    pub(crate) fn new_recorder(&self) -> Recorder {
+        Recorder::new()
     }
 }
 

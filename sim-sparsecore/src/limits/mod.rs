@@ -1,1 +1,12 @@
-//! Limits: our limits files, jax-tpu-embedding FDO stats (NPZ and CSV), estimation from data, and verdicts (compile-time SparseCore memory, HBM, run-time minibatching and dropping).
+//! Limits: our limits files and jax-tpu-embedding's FDO stats (NPZ and CSV), estimation of limits
+//! from data, and the verdicts users act on: compile-time (SparseCore memory, as the XLA TPU compiler
+//! judges it), HBM (the SparseCore guide's stack estimates) and run-time (minibatching, dropped ids).
+
+pub mod compile;
+pub mod files;
+pub mod hbm;
+
+pub use compile::{compile_check, CompileCase, CompileVerdict, ProgramKind, ScCompileParams, VerdictClass};
+pub mod estimate;
+
+pub use files::{FdoStack, FdoStats, LimitsFile, StackLimit};

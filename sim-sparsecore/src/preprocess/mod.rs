@@ -1,1 +1,181 @@
-//! Host preprocessing of embedding ids, bit-exact with jax-tpu-embedding 0.1.0. Spec: reference/sparsecore-preprocessing.md.
+//! Host preprocessing of embedding ids, bit-exact with jax-tpu-embedding 0.1.0
+//! (reference/sparsecore-preprocessing.md and preprocess-contract.md): stacking, splitting rows
+//! across devices and SparseCores, mod sharding, within-sample dedup, gains, sort order, id dropping,
+//! CSR row pointers with 8-alignment, static-buffer overflow, minibatching, and statistics.
+
+mod group;
+pub mod input;
+pub mod minibatch;
+mod radix;
+pub mod spec;
+pub mod stacking;
+
+use serde::Serialize;
+
+pub use input::{read_npz, BatchIds, FeatureIds};
+pub use spec::{Combiner, FeatureSpec, PreprocessSpec, StackLimits, TableSpec};
+pub use stacking::{build_stacks, stack_name, Stack};
+
+/// Padding written into the COO buffers (embedding and sample ids; gains are NaN).
+pub const PAD_VALUE: i32 = i32::MAX;
+/// Row pointers and COO segments are aligned to this many entries (a vector register's sublanes).
+pub const ALIGNMENT: usize = 8;
+/// Buckets used by minibatching.
+pub const MINIBATCH_BUCKETS: usize = 64;
+
+/// Errors of preprocessing.
+#[derive(Debug, Clone, PartialEq, thiserror::Error)]
+pub enum PreprocessError {
+    /// The spec breaks a rule of the contract.
+    #[error("spec: {0}")]
+    Spec(String),
+    /// An ids array is missing or malformed.
+    #[error("ids: {0}")]
+    Input(String),
+    /// A limit is exceeded and id dropping is off (jax-tpu-embedding aborts here).
+    #[error("{0}")]
+    LimitExceeded(LimitExceeded),
+}
+
+/// Which limit an observation exceeded.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitKind {
+    /// max_ids_per_partition.
+    MaxIds,
+    /// max_unique_ids_per_partition.
+    MaxUniqueIds,
+}
+
+/// A limit exceeded: the facts jax-tpu-embedding reports.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LimitExceeded {
+    /// Stack name.
+    pub stack: String,
+    /// Which limit.
+    pub kind: LimitKind,
+    /// Global SparseCore partition where it was observed.
+    pub partition: u32,
+    /// Local device.
+    pub device: u32,
+    /// Source SparseCore on the device.
+    pub sparsecore: u32,
+    /// Observed count.
+    pub observed: u32,
+    /// The limit.
+    pub limit: u32,
+}
+
+impl std::fmt::Display for LimitExceeded {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let (what, knob) = match self.kind {
+            LimitKind::MaxIds => ("max ids per partition", "max_ids_per_partition"),
+            LimitKind::MaxUniqueIds => ("max unique ids per partition", "max_unique_ids_per_partition"),
+        };
+        write!(
+            f,
+            "Observed {what}: {} for table: {} is greater than the set {what}: {} (partition {}, from SparseCore {} of device {}). Use `allow_id_dropping` or increase the `{knob}` to at least {}. You could also try to reduce the batch size.",
+            self.observed, self.stack, self.limit, self.partition, self.sparsecore, self.device, self.observed
+        )
+    }
+}
+
+/// Per-stack output, as jax-tpu-embedding returns it (arrays flattened over local devices).
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct StackOutput {
+    /// CSR row pointers.
+    pub row_pointers: Vec<i32>,
+    /// Local embedding ids (row in the partition's shard).
+    pub embedding_ids: Vec<i32>,
+    /// Sample ids within the SparseCore's batch.
+    pub sample_ids: Vec<i32>,
+    /// Gains (NaN in padding).
+    pub gains: Vec<f32>,
+    /// Minibatches per SparseCore.
+    pub num_minibatches: u32,
+    /// Per (local device, partition): max over source SparseCores of ids after dedup.
+    pub max_ids_per_partition: Vec<u32>,
+    /// Per (local device, partition): max over source SparseCores of unique ids.
+    pub max_unique_ids_per_partition: Vec<u32>,
+    /// Per local SparseCore: sum over partitions of ids rounded up to 8.
+    pub required_buffer_sizes: Vec<u32>,
+    /// Raw ids dropped (limits with dropping, or static buffer overflow).
+    pub dropped_id_count: u64,
+    /// Per local SparseCore: ids after dedup, summed over partitions (work for the timing model).
+    #[serde(skip)]
+    pub ids_per_sc: Vec<u32>,
+    /// Per local SparseCore: unique ids summed over partitions.
+    #[serde(skip)]
+    pub unique_per_sc: Vec<u32>,
+}
+
+/// The result of preprocessing one batch.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct PreprocessOutput {
+    /// Stacks in processing order, with names.
+    pub stacks: Vec<(String, StackOutput)>,
+}
+
+/// Options beyond the spec.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Options {
+    /// Compute statistics only (no COO buffers written; dropped counts still exact).
+    pub stats_only: bool,
+}
+
+/// Preprocesses one batch of ids for every stack of the spec.
+pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Result<PreprocessOutput, PreprocessError> {
+    spec.validate()?;
+    for f in &spec.features {
+        let fi = ids
+            .get(&f.name)
+            .ok_or_else(|| PreprocessError::Input(format!("no ids for feature '{}'", f.name)))?;
+        fi.validate(&f.name)?;
+        if fi.rows() as u64 != f.input_shape[0] {
+            return Err(PreprocessError::Input(format!(
+                "{}: {} rows, but features.{}.input_shape says {}",
+                f.name,
+                fi.rows(),
+                f.name,
+                f.input_shape[0]
+            )));
+        }
+        if fi
+            .row_splits
+            .windows(2)
+            .any(|w| (w[1] - w[0]) as u64 > f.input_shape[1])
+            && fi.weights.is_none()
+        {
+            // Ragged rows longer than the declared valency are accepted, as jax-tpu-embedding does.
+        }
+    }
+    // Stacks without features produce nothing, as in jax-tpu-embedding.
+    let stacks: Vec<Stack> = build_stacks(spec)
+        .into_iter()
+        .filter(|s| !s.features.is_empty())
+        .collect();
+    let features: Vec<&FeatureIds> = spec.features.iter().map(|f| &ids[&f.name]).collect();
+    // Pass 1: no buckets.
+    let mut grouped: Vec<group::StackGroups> = stacks
+        .iter()
+        .map(|s| group::group_stack(spec, s, &features, false))
+        .collect::<Result<_, _>>()?;
+    let mut split = 0u64;
+    if spec.enable_minibatching && grouped.iter().any(|g| g.exceeds_limits) {
+        // Pass 2: bucketed, with the split tree ORed over every stack, SparseCore and partition.
+        grouped = stacks
+            .iter()
+            .map(|s| group::group_stack(spec, s, &features, true))
+            .collect::<Result<_, _>>()?;
+        split = grouped.iter().fold(0, |acc, g| acc | g.split);
+    }
+    let mut out = PreprocessOutput::default();
+    for (stack, g) in stacks.iter().zip(grouped) {
+        out.stacks
+            .push((stack.name.clone(), group::fill_stack(spec, stack, g, split, opts)?));
+    }
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests;

@@ -1,0 +1,592 @@
+//! Per stack: extraction of (sample, column, gain) per SparseCore, the sort, within-sample dedup,
+//! id dropping, statistics, and filling the CSR buffers.
+
+use rayon::prelude::*;
+
+use super::minibatch::{bucket_of, compute_split, for_each_merge};
+use super::radix;
+use super::spec::{Combiner, PreprocessSpec};
+use super::stacking::Stack;
+use super::{
+    FeatureIds, LimitExceeded, LimitKind, Options, PreprocessError, StackOutput, ALIGNMENT, MINIBATCH_BUCKETS,
+    PAD_VALUE,
+};
+
+/// Bits of the key's data field (the extraction index).
+const DATA_BITS: u32 = 26;
+const DATA_MASK: u64 = (1 << DATA_BITS) - 1;
+
+/// One grouped id: device sample id, column in the stack, gain.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub(super) struct Coo {
+    pub row: u32,
+    pub col: u32,
+    pub gain: f32,
+}
+
+/// One source SparseCore's grouped ids.
+pub(super) struct ScGroups {
+    pub coos: Vec<Coo>,
+    /// Start of each bucket in `coos`, plus the end (buckets + 1 entries).
+    pub bucket_offsets: Vec<usize>,
+    /// Observed ids per (partition, bucket) after dedup, before dropping.
+    pub ids: Vec<u32>,
+    /// Observed unique columns per (partition, bucket).
+    pub unique: Vec<u32>,
+    pub dropped: u64,
+}
+
+/// A stack's grouped ids on every local device and SparseCore.
+pub(super) struct StackGroups {
+    /// [device][sparsecore].
+    pub devices: Vec<Vec<ScGroups>>,
+    pub batch_per_sc: u32,
+    pub buckets: usize,
+    /// Some partition exceeds a limit (pass 1 of minibatching).
+    pub exceeds_limits: bool,
+    /// Split bits ORed over SparseCores and partitions (pass 2).
+    pub split: u64,
+}
+
+fn round8(x: u64) -> u64 {
+    x.div_ceil(ALIGNMENT as u64) * ALIGNMENT as u64
+}
+
+/// Extracts, sorts and groups one stack.
+pub(super) fn group_stack(
+    spec: &PreprocessSpec,
+    stack: &Stack,
+    features: &[&FeatureIds],
+    buckets_on: bool,
+) -> Result<StackGroups, PreprocessError> {
+    let nsc = spec.num_sc_per_device as u64;
+    let ldev = spec.local_device_count as u64;
+    let gdev = spec.global_device_count as u64;
+    let num_scs = spec.num_scs();
+    let sc_bits = num_scs.trailing_zeros();
+    let mask = num_scs - 1;
+    let buckets = if buckets_on { MINIBATCH_BUCKETS } else { 1 };
+    let batch_for_device: u64 = stack
+        .features
+        .iter()
+        .map(|f| features[f.feature].rows() as u64 / ldev)
+        .sum();
+    if !batch_for_device.is_multiple_of(nsc) {
+        return Err(PreprocessError::Spec(format!(
+            "stack {}: the per-device batch ({batch_for_device}) is not divisible by num_sc_per_device ({nsc})",
+            stack.name
+        )));
+    }
+    let batch_per_sc = batch_for_device / nsc;
+    if batch_for_device >= (1 << DATA_BITS) {
+        return Err(PreprocessError::Spec(format!(
+            "stack {}: per-device batch {batch_for_device} exceeds 2^26 - 1",
+            stack.name
+        )));
+    }
+    let perform_drop = spec.allow_id_dropping && (!spec.enable_minibatching || buckets_on);
+    let check_limits = !spec.enable_minibatching || buckets_on;
+    let (max_ids, max_unique) = (stack.max_ids_per_partition, stack.max_unique_ids_per_partition);
+    let mut out = StackGroups {
+        devices: Vec::new(),
+        batch_per_sc: batch_per_sc as u32,
+        buckets,
+        exceeds_limits: false,
+        split: 0,
+    };
+    for d in 0..ldev {
+        let work = |s: u64| -> Result<ScGroups, PreprocessError> {
+            let mut rows: Vec<u32> = Vec::new();
+            let mut gains: Vec<f32> = Vec::new();
+            let mut keys: Vec<u64> = Vec::new();
+            let total: usize = stack
+                .features
+                .iter()
+                .map(|fis| {
+                    let f = features[fis.feature];
+                    let n = f.rows() as u64 / (ldev * nsc);
+                    let a = (d * nsc + s) * n;
+                    f.row_splits[(a + n) as usize] - f.row_splits[a as usize]
+                })
+                .sum();
+            if total as u64 > DATA_MASK + 1 {
+                return Err(PreprocessError::Input(format!(
+                    "stack {}: more than 2^26 ids for one SparseCore",
+                    stack.name
+                )));
+            }
+            rows.reserve(total);
+            gains.reserve(total);
+            keys.reserve(total);
+            for fis in &stack.features {
+                let f = features[fis.feature];
+                let n = f.rows() as u64 / (ldev * nsc);
+                let slice_start = (d * nsc + s) * n;
+                let base = s * batch_per_sc + fis.row_offset / (gdev * nsc);
+                let (shift, offset) = (fis.col_shift as u32, fis.col_offset as u32);
+                for r in slice_start..slice_start + n {
+                    let (a, b) = (f.row_splits[r as usize], f.row_splits[r as usize + 1]);
+                    let row = (base + r - slice_start) as u32;
+                    let divisor = row_divisor(stack.combiner, f, a, b);
+                    for k in a..b {
+                        let id = f.values[k] as u32;
+                        let col = (id.wrapping_add(shift) & mask)
+                            .wrapping_add(id & !mask)
+                            .wrapping_add(offset);
+                        let w = f.weights.as_ref().map_or(1.0f32, |w| w[k]);
+                        let index = rows.len() as u64;
+                        let bucket = if buckets_on { bucket_of(col) as u64 } else { 0 };
+                        keys.push((bucket << 58) | ((col.rotate_right(sc_bits) as u64) << DATA_BITS) | index);
+                        rows.push(row);
+                        gains.push(w / divisor);
+                    }
+                }
+            }
+            radix::sort_keys(&mut keys, &mut Vec::new());
+            Ok(group_sc(
+                &keys,
+                &rows,
+                &gains,
+                sc_bits,
+                num_scs,
+                buckets,
+                perform_drop,
+                max_ids,
+                max_unique,
+            ))
+        };
+        // SparseCores are independent: group them in parallel.
+        let results: Vec<Result<ScGroups, PreprocessError>> = (0..nsc).into_par_iter().map(work).collect();
+        let mut scs = Vec::with_capacity(nsc as usize);
+        for (s, sc) in results.into_iter().enumerate() {
+            let sc = sc?;
+            let s = s as u64;
+            // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
+            if check_limits && !spec.allow_id_dropping {
+                for (counts, kind, limit) in [
+                    (&sc.ids, LimitKind::MaxIds, max_ids),
+                    (&sc.unique, LimitKind::MaxUniqueIds, max_unique),
+                ] {
+                    if let Some((pos, &observed)) = counts
+                        .iter()
+                        .enumerate()
+                        .filter(|(_, &c)| c > limit)
+                        .max_by_key(|(i, &c)| (c, std::cmp::Reverse(*i)))
+                    {
+                        return Err(PreprocessError::LimitExceeded(LimitExceeded {
+                            stack: stack.name.clone(),
+                            kind,
+                            partition: (pos / buckets) as u32,
+                            device: d as u32,
+                            sparsecore: s as u32,
+                            observed,
+                            limit,
+                        }));
+                    }
+                }
+            }
+            if spec.enable_minibatching {
+                if buckets_on {
+                    for p in 0..num_scs as usize {
+                        let r = p * buckets..(p + 1) * buckets;
+                        out.split |= compute_split(&mut sc.ids[r.clone()].to_vec(), max_ids);
+                        out.split |= compute_split(&mut sc.unique[r].to_vec(), max_unique);
+                    }
+                } else {
+                    out.exceeds_limits |=
+                        sc.ids.iter().any(|&c| c > max_ids) || sc.unique.iter().any(|&c| c > max_unique);
+                }
+            }
+            scs.push(sc);
+        }
+        out.devices.push(scs);
+    }
+    Ok(out)
+}
+
+/// The divisor of a row's weights: 1 (sum), their sum (mean), sqrt of the sum of squares (sqrtn),
+/// in f32 as jax-tpu-embedding computes it (squares via double `pow`).
+fn row_divisor(combiner: Combiner, f: &FeatureIds, a: usize, b: usize) -> f32 {
+    match (combiner, &f.weights) {
+        (Combiner::Sum, _) => 1.0,
+        (Combiner::Mean, None) => (b - a) as f32,
+        (Combiner::Sqrtn, None) => ((b - a) as f32).sqrt(),
+        (Combiner::Mean, Some(w)) => w[a..b].iter().fold(0.0f32, |s, &x| s + x),
+        (Combiner::Sqrtn, Some(w)) => w[a..b]
+            .iter()
+            .fold(0.0f32, |s, &x| (s as f64 + (x as f64).powi(2)) as f32)
+            .sqrt(),
+    }
+}
+
+#[allow(clippy::too_many_arguments)]
+fn group_sc(
+    keys: &[u64],
+    rows: &[u32],
+    gains: &[f32],
+    sc_bits: u32,
+    num_scs: u32,
+    buckets: usize,
+    perform_drop: bool,
+    max_ids: u32,
+    max_unique: u32,
+) -> ScGroups {
+    let mask = num_scs - 1;
+    let cells = num_scs as usize * buckets;
+    let mut g = ScGroups {
+        coos: Vec::with_capacity(keys.len()),
+        bucket_offsets: vec![0],
+        ids: vec![0; cells],
+        unique: vec![0; cells],
+        dropped: 0,
+    };
+    let mut kept = vec![0u32; if perform_drop { cells } else { 0 }];
+    let mut kept_unique = vec![0u32; if perform_drop { cells } else { 0 }];
+    let (mut prev_col, mut prev_row, mut prev_bucket) = (u32::MAX, u32::MAX, 0u32);
+    let (mut dedup_col, mut dedup_row) = (u32::MAX, u32::MAX);
+    let mut dropping_col = false;
+    let mut cur_bucket = 0usize;
+    for &key in keys {
+        let bucket = (key >> 58) as u32;
+        let col = (((key >> DATA_BITS) & 0xFFFF_FFFF) as u32).rotate_left(sc_bits);
+        let index = (key & DATA_MASK) as usize;
+        let (row, gain) = (rows[index], gains[index]);
+        if row == dedup_row && col == dedup_col {
+            if let Some(last) = g.coos.last_mut() {
+                last.gain += gain;
+            }
+            continue;
+        }
+        if perform_drop && row == prev_row && col == prev_col {
+            g.dropped += 1;
+            continue;
+        }
+        let is_new_col = col != prev_col || bucket != prev_bucket;
+        let cell = (col & mask) as usize * buckets + bucket as usize;
+        g.ids[cell] += 1;
+        if is_new_col {
+            g.unique[cell] += 1;
+        }
+        let mut add = true;
+        if perform_drop {
+            let exceeds = kept[cell] + 1 > max_ids;
+            if is_new_col {
+                dropping_col = kept_unique[cell] + 1 > max_unique;
+            }
+            if exceeds || dropping_col {
+                g.dropped += 1;
+                add = false;
+            }
+            kept[cell] += 1;
+            if is_new_col {
+                kept_unique[cell] += 1;
+            }
+        }
+        if add {
+            while cur_bucket < bucket as usize {
+                g.bucket_offsets.push(g.coos.len());
+                cur_bucket += 1;
+            }
+            g.coos.push(Coo { row, col, gain });
+            dedup_col = col;
+            dedup_row = row;
+        }
+        prev_col = col;
+        prev_row = row;
+        prev_bucket = bucket;
+    }
+    while cur_bucket < buckets {
+        g.bucket_offsets.push(g.coos.len());
+        cur_bucket += 1;
+    }
+    g
+}
+
+/// Merges buckets into minibatches per the split bits (stable merge by partition, right bucket
+/// survives) and returns the minibatch end offsets.
+fn merge_minibatches(sc: &mut ScGroups, split: u64, num_scs: u32) -> Vec<usize> {
+    let n = MINIBATCH_BUCKETS;
+    let mask = num_scs - 1;
+    let mut merged = [false; MINIBATCH_BUCKETS];
+    let offsets = &mut sc.bucket_offsets;
+    let coos = &mut sc.coos;
+    for_each_merge(split, n, |left, right| {
+        let half = right - left;
+        let mut i = right - 1;
+        while i > left && merged[i] {
+            i -= 1;
+        }
+        let mut j = right;
+        while j < right + half && merged[j] {
+            j += 1;
+        }
+        let (a, m, b) = (offsets[i], offsets[j], offsets[j + 1]);
+        let mut tmp = Vec::with_capacity(b - a);
+        let (mut x, mut y) = (a, m);
+        while x < m && y < b {
+            if (coos[y].col & mask) < (coos[x].col & mask) {
+                tmp.push(coos[y]);
+                y += 1;
+            } else {
+                tmp.push(coos[x]);
+                x += 1;
+            }
+        }
+        tmp.extend_from_slice(&coos[x..m]);
+        tmp.extend_from_slice(&coos[y..b]);
+        coos[a..b].copy_from_slice(&tmp);
+        offsets[i + 1] = a;
+        offsets[j] = a;
+        merged[i] = true;
+    });
+    let mut ends = Vec::new();
+    for (b, &m) in merged.iter().enumerate().take(n - 1) {
+        if !m {
+            ends.push(offsets[b + 1]);
+        }
+    }
+    ends.push(offsets[n]);
+    ends
+}
+
+/// Where one segment's ids go and what it wrote.
+struct Segment<'a> {
+    coos: &'a [Coo],
+    lhs_begin: usize,
+    lhs_end: usize,
+    coo_begin: usize,
+    coo_end: usize,
+}
+
+struct Buffers<'a> {
+    rp: &'a mut [i32],
+    emb: &'a mut [i32],
+    smp: &'a mut [i32],
+    gains: &'a mut [f32],
+}
+
+/// Fills one segment (one SparseCore's minibatch) as jax-tpu-embedding does; returns the next coo
+/// index and the ids that did not fit in the static buffer.
+fn fill_segment(
+    seg: &Segment,
+    mut buf: Option<&mut Buffers>,
+    absolute: bool,
+    num_scs: u32,
+    batch_per_sc: u32,
+) -> (usize, u64) {
+    let (mut lhs, mut coo, mut part, mut processed) = (seg.lhs_begin, seg.coo_begin, 0u32, 0usize);
+    let total = seg.coos.len();
+    let valid = |lhs: usize, coo: usize, processed: usize| {
+        (processed == total && coo == seg.coo_end) || !(lhs >= seg.lhs_end || coo >= seg.coo_end)
+    };
+    let rp_value = |coo: usize| {
+        if absolute {
+            coo as i32
+        } else {
+            (coo - seg.coo_begin) as i32
+        }
+    };
+    let advance = |part: &mut u32,
+                   target: u32,
+                   lhs: &mut usize,
+                   coo: &mut usize,
+                   processed: usize,
+                   buf: &mut Option<&mut Buffers>| {
+        while *part < target {
+            if !valid(*lhs, *coo, processed) {
+                return;
+            }
+            if let Some(b) = buf.as_deref_mut() {
+                b.rp[*lhs] = rp_value(*coo);
+            }
+            *lhs += 1;
+            while !(*coo).is_multiple_of(ALIGNMENT) && *coo < seg.coo_end {
+                if let Some(b) = buf.as_deref_mut() {
+                    b.emb[*coo] = PAD_VALUE;
+                    b.smp[*coo] = PAD_VALUE;
+                    b.gains[*coo] = f32::NAN;
+                }
+                *coo += 1;
+            }
+            *part += 1;
+        }
+    };
+    let mut dropped = 0;
+    for c in seg.coos {
+        let target = c.col % num_scs;
+        advance(&mut part, target, &mut lhs, &mut coo, processed, &mut buf);
+        if !valid(lhs, coo, processed) {
+            dropped = (total - processed) as u64;
+            break;
+        }
+        if let Some(b) = buf.as_deref_mut() {
+            b.emb[coo] = (c.col / num_scs) as i32;
+            b.smp[coo] = (c.row % batch_per_sc) as i32;
+            b.gains[coo] = c.gain;
+        }
+        coo += 1;
+        processed += 1;
+    }
+    advance(&mut part, num_scs, &mut lhs, &mut coo, processed, &mut buf);
+    while lhs < seg.lhs_end {
+        if let Some(b) = buf.as_deref_mut() {
+            b.rp[lhs] = rp_value(coo);
+        }
+        lhs += 1;
+    }
+    (coo, dropped)
+}
+
+/// jax-tpu-embedding's COO buffer size per device: the theoretical maximum, or the suggested size
+/// rounded up to a multiple of 8 x SparseCores per device (which must not exceed the maximum).
+pub fn coo_buffer_size(spec: &PreprocessSpec, stack: &Stack) -> Result<u64, PreprocessError> {
+    let nsc = spec.num_sc_per_device as u64;
+    let theoretical = round8(stack.max_ids_per_partition as u64)
+        * nsc
+        * spec.num_scs() as u64
+        * if spec.enable_minibatching {
+            MINIBATCH_BUCKETS as u64
+        } else {
+            1
+        };
+    match stack.suggested_coo_buffer_size_per_device {
+        None => Ok(theoretical),
+        Some(s) => {
+            let v = s.div_ceil(8 * nsc) * 8 * nsc;
+            if v > theoretical {
+                return Err(PreprocessError::Spec(format!(
+                    "Suggested Coo Buffer Size is larger than the theoretical max for table {}: {v} vs {theoretical}. Adjust the suggested size or the max_ids_per_partition values.",
+                    stack.name
+                )));
+            }
+            Ok(v)
+        }
+    }
+}
+
+/// Statistics and CSR buffers of one stack.
+pub(super) fn fill_stack(
+    spec: &PreprocessSpec,
+    stack: &Stack,
+    mut g: StackGroups,
+    split: u64,
+    opts: Options,
+) -> Result<StackOutput, PreprocessError> {
+    let nsc = spec.num_sc_per_device as usize;
+    let num_scs = spec.num_scs();
+    let ldev = spec.local_device_count as usize;
+    let r = (num_scs as usize).max(8);
+    let buffer = coo_buffer_size(spec, stack)? as usize;
+    let rp_per_device = nsc * r * if spec.enable_minibatching { MINIBATCH_BUCKETS } else { 1 };
+    let mut out = StackOutput {
+        num_minibatches: 1,
+        ..Default::default()
+    };
+    if !opts.stats_only {
+        out.row_pointers = vec![0; rp_per_device * ldev];
+        out.embedding_ids = vec![PAD_VALUE; buffer * ldev];
+        out.sample_ids = vec![PAD_VALUE; buffer * ldev];
+        out.gains = vec![f32::NAN; buffer * ldev];
+    }
+    let per_sc = buffer / nsc;
+    for (d, scs) in g.devices.iter_mut().enumerate() {
+        // Statistics.
+        let mut max_ids = vec![0u32; num_scs as usize];
+        let mut max_unique = vec![0u32; num_scs as usize];
+        let mut required = vec![0u32; nsc];
+        for (s, sc) in scs.iter().enumerate() {
+            for p in 0..num_scs as usize {
+                let ids: u32 = sc.ids[p * g.buckets..(p + 1) * g.buckets].iter().sum();
+                let uniq: u32 = sc.unique[p * g.buckets..(p + 1) * g.buckets].iter().sum();
+                max_ids[p] = max_ids[p].max(ids);
+                max_unique[p] = max_unique[p].max(uniq);
+                required[s] += round8(ids as u64) as u32;
+            }
+            out.ids_per_sc.push(sc.ids.iter().sum());
+            out.unique_per_sc.push(sc.unique.iter().sum());
+            out.dropped_id_count += sc.dropped;
+        }
+        // Minibatches per SparseCore.
+        let ranges: Vec<Vec<std::ops::Range<usize>>> = scs
+            .iter_mut()
+            .map(|sc| {
+                let ends = if split != 0 {
+                    merge_minibatches(sc, split, num_scs)
+                } else {
+                    vec![sc.coos.len()]
+                };
+                let mut start = 0;
+                ends.into_iter()
+                    .map(|e| {
+                        let r = start..e;
+                        start = e;
+                        r
+                    })
+                    .collect()
+            })
+            .collect();
+        let minibatches = ranges.first().map_or(1, |r| r.len());
+        out.num_minibatches = minibatches as u32;
+        let (rp_off, coo_off) = (d * rp_per_device, d * buffer);
+        let mut bufs = if opts.stats_only {
+            None
+        } else {
+            let (rp, emb, smp, gains) = (
+                &mut out.row_pointers[rp_off..rp_off + rp_per_device],
+                &mut out.embedding_ids[coo_off..coo_off + buffer],
+                &mut out.sample_ids[coo_off..coo_off + buffer],
+                &mut out.gains[coo_off..coo_off + buffer],
+            );
+            Some(Buffers { rp, emb, smp, gains })
+        };
+        let mut lhs = 0;
+        let mut chained_begin = 0usize;
+        let mut accumulated = 0usize;
+        for (s, sc) in scs.iter().enumerate() {
+            for range in &ranges[s] {
+                let coo_begin = if minibatches == 1 {
+                    let b = if spec.enable_minibatching {
+                        accumulated
+                    } else {
+                        s * per_sc
+                    };
+                    accumulated += required[s] as usize;
+                    b.min(buffer)
+                } else {
+                    chained_begin
+                };
+                let coo_end = if spec.enable_minibatching {
+                    buffer
+                } else {
+                    coo_begin + per_sc
+                };
+                let seg = Segment {
+                    coos: &sc.coos[range.clone()],
+                    lhs_begin: lhs,
+                    lhs_end: lhs + r,
+                    coo_begin,
+                    coo_end,
+                };
+                let (mut next, dropped) =
+                    fill_segment(&seg, bufs.as_mut(), spec.enable_minibatching, num_scs, g.batch_per_sc);
+                out.dropped_id_count += dropped;
+                if spec.enable_minibatching {
+                    while !next.is_multiple_of(ALIGNMENT) && next < buffer {
+                        if let Some(b) = bufs.as_mut() {
+                            b.emb[next] = PAD_VALUE;
+                            b.smp[next] = PAD_VALUE;
+                            b.gains[next] = f32::NAN;
+                        }
+                        next += 1;
+                    }
+                }
+                chained_begin = next;
+                lhs += r;
+            }
+        }
+        out.max_ids_per_partition.extend(max_ids);
+        out.max_unique_ids_per_partition.extend(max_unique);
+        out.required_buffer_sizes.extend(required);
+    }
+    Ok(out)
+}

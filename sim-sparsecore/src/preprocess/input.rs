@@ -1,0 +1,183 @@
+//! Ids as a host passes them: per feature, dense [rows, valency] or ragged (values + row splits),
+//! with optional weights; read from the contract's NPZ layout.
+
+use std::collections::BTreeMap;
+
+use super::PreprocessError;
+
+/// One feature's ids in ragged form (dense input has equal-length rows).
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct FeatureIds {
+    /// All ids, row after row.
+    pub values: Vec<i32>,
+    /// Row boundaries into `values` (rows + 1 entries, starting at 0).
+    pub row_splits: Vec<usize>,
+    /// Weights aligned with `values` (none: all 1.0).
+    pub weights: Option<Vec<f32>>,
+}
+
+impl FeatureIds {
+    /// Dense ids of shape [rows, valency], row-major.
+    pub fn dense(values: Vec<i32>, rows: usize, valency: usize) -> Result<Self, PreprocessError> {
+        if values.len() != rows * valency {
+            return Err(PreprocessError::Input(format!(
+                "dense ids have {} values, expected rows x valency = {rows} x {valency}",
+                values.len()
+            )));
+        }
+        Ok(FeatureIds {
+            values,
+            row_splits: (0..=rows).map(|r| r * valency).collect(),
+            weights: None,
+        })
+    }
+
+    /// Rows.
+    pub fn rows(&self) -> usize {
+        self.row_splits.len().saturating_sub(1)
+    }
+
+    /// Ids in all.
+    pub fn len(&self) -> usize {
+        self.values.len()
+    }
+
+    /// Whether there are no ids.
+    pub fn is_empty(&self) -> bool {
+        self.values.is_empty()
+    }
+
+    /// Checks row splits, weights and ids.
+    pub fn validate(&self, name: &str) -> Result<(), PreprocessError> {
+        let bad = |m: String| Err(PreprocessError::Input(format!("{name}: {m}")));
+        if self.row_splits.first() != Some(&0) || self.row_splits.last() != Some(&self.values.len()) {
+            return bad(format!(
+                "row_splits must start at 0 and end at the number of values ({})",
+                self.values.len()
+            ));
+        }
+        if self.row_splits.windows(2).any(|w| w[0] > w[1]) {
+            return bad("row_splits must not decrease".into());
+        }
+        if let Some(w) = &self.weights {
+            if w.len() != self.values.len() {
+                return bad(format!(
+                    "weights have {} entries, ids have {}",
+                    w.len(),
+                    self.values.len()
+                ));
+            }
+        }
+        if let Some(pos) = self.values.iter().position(|&v| v < 0) {
+            return bad(format!("id {} at position {pos} is negative", self.values[pos]));
+        }
+        Ok(())
+    }
+}
+
+/// All features' ids of one batch, by feature name.
+pub type BatchIds = BTreeMap<String, FeatureIds>;
+
+/// Reads a batch from the contract's NPZ layout: per feature `N` (dense int32 [rows, valency]) or
+/// `N.values` (int32) + `N.row_splits` (int64), and optional `N.weights` (float32).
+pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
+    let file = std::fs::File::open(path).map_err(|e| PreprocessError::Input(format!("{}: {e}", path.display())))?;
+    let mut npz = npyz::npz::NpzArchive::new(std::io::BufReader::new(file))
+        .map_err(|e| PreprocessError::Input(format!("{}: not a valid npz file: {e}", path.display())))?;
+    let names: Vec<String> = npz.array_names().map(|s| s.to_string()).collect();
+    let mut batch = BatchIds::new();
+    let read = |npz: &mut npyz::npz::NpzArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
+        let arr = npz
+            .by_name(key)
+            .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?
+            .ok_or_else(|| PreprocessError::Input(format!("array '{key}' is missing")))?;
+        let shape = arr.shape().to_vec();
+        let dtype = arr.dtype();
+        let descr = dtype.descr();
+        let data = match descr.trim_matches('\'') {
+            "<i4" => Array::I32(
+                arr.into_vec::<i32>()
+                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
+            ),
+            "<i8" => Array::I64(
+                arr.into_vec::<i64>()
+                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
+            ),
+            "<f4" => Array::F32(
+                arr.into_vec::<f32>()
+                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
+            ),
+            other => {
+                return Err(PreprocessError::Input(format!(
+                    "array '{key}' has dtype {other}; expected int32 ids, int64 row_splits or float32 weights"
+                )))
+            }
+        };
+        Ok((shape, data))
+    };
+    for name in names.iter().filter(|n| !n.contains('.')) {
+        let (shape, data) = read(&mut npz, name)?;
+        let Array::I32(values) = data else {
+            return Err(PreprocessError::Input(format!("array '{name}' must be int32 ids")));
+        };
+        if shape.len() != 2 {
+            return Err(PreprocessError::Input(format!(
+                "array '{name}' must be 2-D [rows, valency], got {shape:?}"
+            )));
+        }
+        batch.insert(
+            name.clone(),
+            FeatureIds::dense(values, shape[0] as usize, shape[1] as usize)?,
+        );
+    }
+    for name in names.iter().filter_map(|n| n.strip_suffix(".values")) {
+        let (_, data) = read(&mut npz, &format!("{name}.values"))?;
+        let Array::I32(values) = data else {
+            return Err(PreprocessError::Input(format!("array '{name}.values' must be int32")));
+        };
+        let (_, splits) = read(&mut npz, &format!("{name}.row_splits"))?;
+        let row_splits: Vec<usize> = match splits {
+            Array::I64(v) => v.into_iter().map(|x| x.max(0) as usize).collect(),
+            Array::I32(v) => v.into_iter().map(|x| x.max(0) as usize).collect(),
+            Array::F32(_) => {
+                return Err(PreprocessError::Input(format!(
+                    "array '{name}.row_splits' must be int64"
+                )))
+            }
+        };
+        batch.insert(
+            name.to_string(),
+            FeatureIds {
+                values,
+                row_splits,
+                weights: None,
+            },
+        );
+    }
+    for name in names.iter().filter_map(|n| n.strip_suffix(".weights")) {
+        let (_, data) = read(&mut npz, &format!("{name}.weights"))?;
+        let Array::F32(w) = data else {
+            return Err(PreprocessError::Input(format!(
+                "array '{name}.weights' must be float32"
+            )));
+        };
+        let f = batch
+            .get_mut(name)
+            .ok_or_else(|| PreprocessError::Input(format!("array '{name}.weights' has no ids '{name}'")))?;
+        f.weights = Some(w);
+    }
+    for n in &names {
+        if let Some(base) = n.strip_suffix(".row_splits") {
+            if !names.iter().any(|x| x == &format!("{base}.values")) {
+                return Err(PreprocessError::Input(format!("array '{n}' has no '{base}.values'")));
+            }
+        }
+    }
+    Ok(batch)
+}
+
+enum Array {
+    I32(Vec<i32>),
+    I64(Vec<i64>),
+    F32(Vec<f32>),
+}

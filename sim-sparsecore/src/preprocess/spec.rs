@@ -1,0 +1,200 @@
+//! The preprocessing spec (the contract's SPEC.json) and its validation.
+
+use serde::{Deserialize, Serialize};
+
+use super::PreprocessError;
+
+/// How a sample's ids are combined.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Combiner {
+    /// Sum of rows times weights.
+    Sum,
+    /// Weighted mean.
+    Mean,
+    /// Sum divided by the square root of the sum of squared weights.
+    Sqrtn,
+}
+
+/// One embedding table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableSpec {
+    /// Table name.
+    pub name: String,
+    /// Rows.
+    pub vocabulary_size: u64,
+    /// Columns.
+    pub embedding_dim: u64,
+    /// Combiner.
+    pub combiner: Combiner,
+    /// Limit of ids per partition (default 256).
+    #[serde(default = "default_limit")]
+    pub max_ids_per_partition: u32,
+    /// Limit of unique ids per partition (default 256).
+    #[serde(default = "default_limit")]
+    pub max_unique_ids_per_partition: u32,
+    /// Suggested COO buffer size per device.
+    #[serde(default)]
+    pub suggested_coo_buffer_size_per_device: Option<u64>,
+}
+
+fn default_limit() -> u32 {
+    256
+}
+
+/// One feature: which table it looks up and the shape of the ids array this host passes.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureSpec {
+    /// Feature name (the npz key).
+    pub name: String,
+    /// Table name.
+    pub table: String,
+    /// [rows, valency] of this host's ids (valency an upper bound for ragged input).
+    pub input_shape: Vec<u64>,
+}
+
+/// Limits of a stack of two or more tables.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackLimits {
+    /// max_ids_per_partition (default 256).
+    #[serde(default)]
+    pub max_ids_per_partition: Option<u32>,
+    /// max_unique_ids_per_partition (default 256).
+    #[serde(default)]
+    pub max_unique_ids_per_partition: Option<u32>,
+    /// Suggested COO buffer size per device.
+    #[serde(default)]
+    pub suggested_coo_buffer_size_per_device: Option<u64>,
+}
+
+/// SPEC.json of `tpusim preprocess`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct PreprocessSpec {
+    /// SparseCores per device: 1, 2 or 4.
+    pub num_sc_per_device: u32,
+    /// Devices attached to this host.
+    #[serde(default = "one")]
+    pub local_device_count: u32,
+    /// Devices in all.
+    #[serde(default = "one")]
+    pub global_device_count: u32,
+    /// Drop ids over the limits instead of failing.
+    #[serde(default)]
+    pub allow_id_dropping: bool,
+    /// Split batches into minibatches when limits are exceeded.
+    #[serde(default)]
+    pub enable_minibatching: bool,
+    /// Tables.
+    pub tables: Vec<TableSpec>,
+    /// Features.
+    pub features: Vec<FeatureSpec>,
+    /// Tables stacked together, in order.
+    #[serde(default)]
+    pub stacks: Vec<Vec<String>>,
+    /// Limits of multi-table stacks, by stack name.
+    #[serde(default)]
+    pub stack_limits: std::collections::BTreeMap<String, StackLimits>,
+}
+
+fn one() -> u32 {
+    1
+}
+
+impl PreprocessSpec {
+    /// Parses SPEC.json text, naming the offending field on error.
+    pub fn from_json(text: &str) -> Result<Self, PreprocessError> {
+        let spec: PreprocessSpec = serde_json::from_str(text).map_err(|e| PreprocessError::Spec(e.to_string()))?;
+        spec.validate()?;
+        Ok(spec)
+    }
+
+    /// Total SparseCores over all devices.
+    pub fn num_scs(&self) -> u32 {
+        self.num_sc_per_device * self.global_device_count
+    }
+
+    /// Checks the rules of the contract.
+    pub fn validate(&self) -> Result<(), PreprocessError> {
+        let bad = |m: String| Err(PreprocessError::Spec(m));
+        if ![1, 2, 4].contains(&self.num_sc_per_device) {
+            return bad(format!(
+                "num_sc_per_device must be 1, 2 or 4, got {}",
+                self.num_sc_per_device
+            ));
+        }
+        if self.local_device_count == 0 || self.global_device_count == 0 {
+            return bad("local_device_count and global_device_count must be positive".into());
+        }
+        if self.local_device_count > self.global_device_count {
+            return bad(format!(
+                "local_device_count ({}) must not exceed global_device_count ({})",
+                self.local_device_count, self.global_device_count
+            ));
+        }
+        let n = self.num_scs();
+        if !n.is_power_of_two() {
+            return bad(format!("Total number of SparseCores ({n}) must be a power of 2."));
+        }
+        let mut names = std::collections::BTreeSet::new();
+        for t in &self.tables {
+            if !names.insert(t.name.as_str()) {
+                return bad(format!("tables: duplicate table name '{}'", t.name));
+            }
+            if t.vocabulary_size == 0 || t.embedding_dim == 0 {
+                return bad(format!(
+                    "tables.{}: vocabulary_size and embedding_dim must be positive",
+                    t.name
+                ));
+            }
+            if t.max_ids_per_partition == 0 || t.max_unique_ids_per_partition == 0 {
+                return bad(format!("tables.{}: limits must be positive", t.name));
+            }
+        }
+        let mut fnames = std::collections::BTreeSet::new();
+        let rows_div = self.local_device_count as u64 * self.num_sc_per_device as u64;
+        for f in &self.features {
+            if !fnames.insert(f.name.as_str()) {
+                return bad(format!("features: duplicate feature name '{}'", f.name));
+            }
+            if !names.contains(f.table.as_str()) {
+                return bad(format!("features.{}.table: unknown table '{}'", f.name, f.table));
+            }
+            if f.input_shape.len() != 2 || f.input_shape[0] == 0 {
+                return bad(format!(
+                    "features.{}.input_shape must be [rows, valency] with rows > 0",
+                    f.name
+                ));
+            }
+            if !f.input_shape[0].is_multiple_of(rows_div) {
+                return bad(format!(
+                    "features.{}.input_shape: {} rows are not divisible by local_device_count x num_sc_per_device = {rows_div}",
+                    f.name, f.input_shape[0]
+                ));
+            }
+        }
+        let mut stacked = std::collections::BTreeSet::new();
+        for (i, s) in self.stacks.iter().enumerate() {
+            if s.len() < 2 {
+                return bad(format!("stacks[{i}]: a stack lists at least 2 tables"));
+            }
+            let mut combiner = None;
+            for t in s {
+                let Some(table) = self.tables.iter().find(|x| &x.name == t) else {
+                    return bad(format!("stacks[{i}]: unknown table '{t}'"));
+                };
+                if !stacked.insert(t.as_str()) {
+                    return bad(format!("stacks[{i}]: table '{t}' is in more than one stack"));
+                }
+                if combiner.is_some_and(|c| c != table.combiner) {
+                    return bad(format!("stacks[{i}]: tables of a stack must share one combiner"));
+                }
+                combiner = Some(table.combiner);
+            }
+        }
+        Ok(())
+    }
+}

@@ -1,0 +1,300 @@
+//! Per-generation figures the TensorCore model needs: clock and MXU geometry (from the chip presets) and the constants
+//! fitted to the XLA TPU compiler's own cycle estimates (`calibration.json`, written by
+//! `cargo run --release -p sim-tpu --example fit_tensorcore`).
+
+use serde::{Deserialize, Serialize};
+
+use super::OpError;
+use crate::chips::Chip;
+
+/// MXU geometry of one compiler "device" (one TensorCore, or a megacore pair on v4/v5p where the compiler
+/// treats the pair as one device).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct MxuGeometry {
+    /// Systolic array width and height (128 or 256).
+    pub width: u64,
+    /// MXUs the device drives in parallel.
+    pub count: u64,
+}
+
+/// Fitted constants of the model. Rates are cycles per 1024 padded elements (one f32 vreg's worth), the unit in
+/// which the compiler's estimates scale for VPU work; "resident" means the operands fit the scoped-VMEM budget and
+/// are prefetched whole, "stream" means the op runs as a window pipeline from HBM.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct TcParams {
+    /// Fixed cycles of a VPU (loop/input/reduce/copy) fusion: launch, sync, pipeline fill.
+    pub launch_cycles: f64,
+    /// Fixed cycles of an MXU (output/convolution) fusion.
+    pub mxu_launch_cycles: f64,
+    /// Largest operands+result footprint (padded bytes) that runs resident in VMEM without windowing.
+    pub resident_limit_bytes: f64,
+    /// Exp/tanh/convert, resident.
+    pub unary_resident: f64,
+    /// Exp/tanh/convert, streamed.
+    pub unary_stream: f64,
+    /// Add/mul, resident.
+    pub binary_resident: f64,
+    /// Add/mul, streamed.
+    pub binary_stream: f64,
+    /// Multiplier on binary rates for 16-bit operands.
+    pub binary_16bit_factor: f64,
+    /// Reductions, resident (per input element block).
+    pub reduce_resident: f64,
+    /// Reductions, streamed.
+    pub reduce_stream: f64,
+    /// Multiplier on reduction rates for 16-bit operands.
+    pub reduce_16bit_factor: f64,
+    /// Rank-2 transpose (minor dim changes: transpose unit), streamed from HBM.
+    pub transpose_stream: f64,
+    /// Extra fixed cycles of a 16-bit transpose (packed rows are unpacked and repacked around the transpose unit).
+    pub transpose_16bit_cycles: f64,
+    /// Layout-changing copies from VMEM (NCHW<->NHWC, resident rank-2 transposes, convolution output relayout),
+    /// per input block.
+    pub relayout: f64,
+    /// The input relayout copy of a convolution with fewer than 8 input channels, per 1024 elements of the
+    /// lane-padded NHWC input.
+    pub conv_input_copy: f64,
+    /// Concatenate, resident (per output block).
+    pub concat_resident: f64,
+    /// Concatenate, streamed.
+    pub concat_stream: f64,
+    /// Matrix-vector (M = 1, VPU) per 1024 weight elements: fixed part.
+    pub matvec_base: f64,
+    /// Matrix-vector: additional cycles per byte of weight element.
+    pub matvec_per_byte: f64,
+    /// Outer product (K = 1, VPU) per 1024 output elements.
+    pub outer: f64,
+    /// Ratio of the compiler's MXU estimate to ideal passes (>= 1).
+    pub mxu_efficiency: f64,
+    /// f32 matmul cost relative to bf16 (multi-pass).
+    pub mxu_f32_factor: f64,
+    /// int8 speed-up over bf16 on the MXU (1 or 2).
+    pub mxu_int8_speedup: f64,
+    /// fp8 speed-up over bf16 on the MXU (1 or 2).
+    pub mxu_fp8_speedup: f64,
+    /// Fraction of an f32 matmul operand's bytes the window pipeline's DMA and VMEM are charged (0.5 = as bf16).
+    pub mm_f32_byte_factor: f64,
+    /// Matmul epilogue per 1024 output elements with a 16-bit result (accumulator drain, convert, store).
+    pub mm_out_16bit: f64,
+    /// Matmul epilogue per 1024 output elements with a 32-bit result.
+    pub mm_out_32bit: f64,
+    /// Matmul accumulation per 1024 output elements for each contracting window but the last (f32 read-add-write).
+    pub mm_acc_32bit: f64,
+    /// Fraction of the matmul epilogue (per-window VPU work) that does not overlap the MXU, 0..1.
+    pub mm_epilogue_serial: f64,
+    /// Fixed cycles per window iteration of an MXU kernel (DMA issue, semaphore waits).
+    pub mxu_iter_cycles: f64,
+    /// HBM bytes per cycle a window pipeline streams: the compiler's modelled HBM bandwidth over its clock
+    /// (reference/chips.md: 491, 738, 2350, 1638, 3686 GB/s), not fitted.
+    pub mm_hbm_bytes_per_cycle: f64,
+    /// Cycles to load one weight block into an MXU, per window iteration.
+    pub mxu_weight_load_cycles: f64,
+    /// Convolution MXU work relative to the equivalent matmul (per-tap windows, halo, relayout).
+    pub conv_factor: f64,
+}
+
+impl TcParams {
+    /// Every constant by name, for the fitter.
+    pub fn fields_mut(&mut self) -> Vec<(&'static str, &mut f64)> {
+        vec![
+            ("launch_cycles", &mut self.launch_cycles),
+            ("mxu_launch_cycles", &mut self.mxu_launch_cycles),
+            ("resident_limit_bytes", &mut self.resident_limit_bytes),
+            ("unary_resident", &mut self.unary_resident),
+            ("unary_stream", &mut self.unary_stream),
+            ("binary_resident", &mut self.binary_resident),
+            ("binary_stream", &mut self.binary_stream),
+            ("binary_16bit_factor", &mut self.binary_16bit_factor),
+            ("reduce_resident", &mut self.reduce_resident),
+            ("reduce_stream", &mut self.reduce_stream),
+            ("reduce_16bit_factor", &mut self.reduce_16bit_factor),
+            ("transpose_stream", &mut self.transpose_stream),
+            ("transpose_16bit_cycles", &mut self.transpose_16bit_cycles),
+            ("relayout", &mut self.relayout),
+            ("conv_input_copy", &mut self.conv_input_copy),
+            ("concat_resident", &mut self.concat_resident),
+            ("concat_stream", &mut self.concat_stream),
+            ("matvec_base", &mut self.matvec_base),
+            ("matvec_per_byte", &mut self.matvec_per_byte),
+            ("outer", &mut self.outer),
+            ("mxu_efficiency", &mut self.mxu_efficiency),
+            ("mxu_f32_factor", &mut self.mxu_f32_factor),
+            ("mxu_int8_speedup", &mut self.mxu_int8_speedup),
+            ("mxu_fp8_speedup", &mut self.mxu_fp8_speedup),
+            ("mm_f32_byte_factor", &mut self.mm_f32_byte_factor),
+            ("mm_out_16bit", &mut self.mm_out_16bit),
+            ("mm_out_32bit", &mut self.mm_out_32bit),
+            ("mm_acc_32bit", &mut self.mm_acc_32bit),
+            ("mm_epilogue_serial", &mut self.mm_epilogue_serial),
+            ("mxu_iter_cycles", &mut self.mxu_iter_cycles),
+            ("mm_hbm_bytes_per_cycle", &mut self.mm_hbm_bytes_per_cycle),
+            ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),
+            ("conv_factor", &mut self.conv_factor),
+        ]
+    }
+}
+
+/// What the TensorCore model knows about one chip generation: facts from the chip preset
+/// ([`crate::chips`]: the compiler's implied clock, MXU geometry) plus the calibrated constants.
+#[derive(Clone, Debug, PartialEq)]
+pub struct ChipModel {
+    /// Preset name (`v4`, `v5e`, `v5p`, `v6e`, `tpu7x`).
+    pub name: String,
+    /// Clock the compiler's cycle estimates are counted in, in Hz (the preset's `model_clock_mhz`).
+    pub clock_hz: f64,
+    /// MXU geometry of one compiler device (preset `mxu_dim`; count = `model_peak_flops_per_cycle` / 2 dim^2).
+    pub mxu: MxuGeometry,
+    /// Scoped VMEM one kernel's windows may use, bytes (calibration).
+    pub scoped_vmem_bytes: u64,
+    /// Whether M = 1 matmuls run on the MXU (calibration).
+    pub matvec_on_mxu: bool,
+    /// Fitted constants.
+    pub params: TcParams,
+}
+
+/// The calibrated part of a chip model, as stored in `calibration.json`.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct CalibratedChip {
+    /// Preset name.
+    pub name: String,
+    /// Scoped VMEM the compiler lets one kernel's windows use, in bytes (observed `scoped_vmem_bytes` maxima in
+    /// the records: 16 MiB on v4/v5e/v5p, 32 MiB on v6e/tpu7x).
+    pub scoped_vmem_bytes: u64,
+    /// Whether the compiler runs matrix-vector products (M = 1) on the MXU (tpu7x) rather than as VPU
+    /// reduce/loop fusions (v4 to v6e), as read off the compiled records.
+    pub matvec_on_mxu: bool,
+    /// Fitted constants.
+    pub params: TcParams,
+}
+
+/// The calibration file: one [`CalibratedChip`] per preset.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Calibration {
+    /// How the constants were produced.
+    pub source: String,
+    /// One entry per chip.
+    pub chips: Vec<CalibratedChip>,
+}
+
+const CALIBRATION_JSON: &str = include_str!("calibration.json");
+
+/// The chip names the model has calibrated constants for.
+pub const CHIP_NAMES: &[&str] = &["v4", "v5e", "v5p", "v6e", "tpu7x"];
+
+impl Calibration {
+    /// The embedded calibration.
+    pub fn embedded() -> Calibration {
+        // The embedded file is checked by a unit test, so this cannot fail in a released binary.
+        serde_json::from_str(CALIBRATION_JSON).expect("embedded tensorcore calibration.json is valid")
+    }
+
+    /// Chip models for every calibrated chip, from the chip presets.
+    pub fn models(&self) -> Result<Vec<ChipModel>, OpError> {
+        self.chips
+            .iter()
+            .map(|c| {
+                let chip = Chip::preset(&c.name).map_err(|_| OpError::UnknownChip { chip: c.name.clone() })?;
+                ChipModel::from_parts(&chip, c.clone())
+            })
+            .collect()
+    }
+}
+
+impl ChipModel {
+    /// The preset for `name`; accepts the compiler's topology spelling too (`v5e:2x2`, `TPU v4`).
+    pub fn preset(name: &str) -> Result<ChipModel, OpError> {
+        let chip =
+            Chip::preset(&normalize_chip_name(name)).map_err(|_| OpError::UnknownChip { chip: name.to_string() })?;
+        ChipModel::for_chip(&chip)
+    }
+
+    /// The model for a chip spec (a preset, possibly with `--chip-file` overrides): clock and MXU geometry from
+    /// the spec, constants from the calibration of the preset it names.
+    pub fn for_chip(chip: &Chip) -> Result<ChipModel, OpError> {
+        let key = normalize_chip_name(&chip.spec.name);
+        let cal = Calibration::embedded()
+            .chips
+            .into_iter()
+            .find(|c| c.name == key)
+            .ok_or_else(|| OpError::UnknownChip {
+                chip: chip.spec.name.clone(),
+            })?;
+        ChipModel::from_parts(chip, cal)
+    }
+
+    fn from_parts(chip: &Chip, cal: CalibratedChip) -> Result<ChipModel, OpError> {
+        let s = &chip.spec;
+        let invalid = |reason: String| OpError::InvalidParam {
+            field: "chip".into(),
+            reason,
+        };
+        let dim = s.mxu_dim as u64;
+        if dim == 0 || s.model_clock_mhz == 0 {
+            return Err(invalid(format!("{}: mxu_dim and model_clock_mhz must be > 0", s.name)));
+        }
+        let count = (s.model_peak_flops_per_cycle / (2 * dim * dim)).max(1);
+        Ok(ChipModel {
+            name: cal.name,
+            clock_hz: s.model_clock_mhz as f64 * 1e6,
+            mxu: MxuGeometry { width: dim, count },
+            scoped_vmem_bytes: cal.scoped_vmem_bytes,
+            matvec_on_mxu: cal.matvec_on_mxu,
+            params: cal.params,
+        })
+    }
+
+    /// The calibrated part, as stored in `calibration.json`.
+    pub fn calibrated(&self) -> CalibratedChip {
+        CalibratedChip {
+            name: self.name.clone(),
+            scoped_vmem_bytes: self.scoped_vmem_bytes,
+            matvec_on_mxu: self.matvec_on_mxu,
+            params: self.params.clone(),
+        }
+    }
+
+    /// Nanoseconds for `cycles` at this chip's clock.
+    pub fn cycles_to_ns(&self, cycles: u64) -> f64 {
+        cycles as f64 * 1e9 / self.clock_hz
+    }
+
+    /// Peak MXU multiply-accumulates per cycle for bf16.
+    pub fn mxu_macs_per_cycle(&self) -> u64 {
+        self.mxu.width * self.mxu.width * self.mxu.count
+    }
+}
+
+/// `v5e:2x2` -> `v5e`, `TPU v4` -> `v4`, `TPU7x`/`7x`/`ironwood` -> `tpu7x`, `trillium` -> `v6e`.
+pub fn normalize_chip_name(name: &str) -> String {
+    let lower = name.trim().to_ascii_lowercase();
+    let base = lower.split(':').next().unwrap_or("").trim();
+    let base = base.strip_prefix("tpu ").unwrap_or(base).trim();
+    match base {
+        "7x" | "tpu7x" | "ironwood" | "tpu 7x" => "tpu7x".to_string(),
+        "trillium" | "v6" | "v6e" => "v6e".to_string(),
+        "v5lite" | "v5 lite" | "v5litepod" => "v5e".to_string(),
+        other => other.to_string(),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_load_and_names_normalize() {
+        for name in CHIP_NAMES {
+            let c = ChipModel::preset(name).unwrap();
+            assert_eq!(&c.name, name);
+            assert!(c.clock_hz > 5e8);
+            assert_eq!(
+                c.mxu_macs_per_cycle() * 2,
+                Chip::preset(name).unwrap().spec.model_peak_flops_per_cycle
+            );
+        }
+        assert_eq!(ChipModel::preset("v5e:2x2").unwrap().name, "v5e");
+        assert_eq!(ChipModel::preset("TPU v4").unwrap().name, "v4");
+        assert!(matches!(ChipModel::preset("v9"), Err(OpError::UnknownChip { .. })));
+    }
+}

@@ -1,0 +1,384 @@
+//! Timing of lowered kernels: a window pipeline whose body runs at the slowest of its stages (DMA in, MXU or VPU
+//! compute, DMA out), after a fixed launch; and the per-op result with phases the program builder can schedule.
+
+use serde::{Deserialize, Serialize};
+
+use super::chip::{ChipModel, TcParams};
+use super::lower::{Kernel, MxuWork, VpuClass, Work};
+use super::spec::Dtype;
+
+/// What limits an op.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "UPPERCASE")]
+pub enum Bound {
+    /// The matrix units.
+    Mxu,
+    /// The vector unit (elementwise, reductions, layout changes, matmul epilogues).
+    Vpu,
+    /// HBM traffic.
+    Hbm,
+    /// Fixed launch cost dominates (tiny ops).
+    Launch,
+}
+
+/// The hardware unit a phase occupies.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Unit {
+    /// The scalar core issuing the kernel (launch, sync).
+    Sequencer,
+    /// HBM <-> VMEM DMA.
+    Hbm,
+    /// The MXUs.
+    Mxu,
+    /// The VPU.
+    Vpu,
+}
+
+/// One phase of a kernel, with cycles relative to the op's start. Phases of one kernel may overlap
+/// (the DMA-in, compute and DMA-out of a window pipeline run concurrently over the pipeline body).
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct Phase {
+    /// Kernel name and stage, e.g. `convolution fusion/dma_in`.
+    pub name: String,
+    /// Unit occupied.
+    pub unit: Unit,
+    /// Start, cycles after the op starts.
+    pub start_cycle: u64,
+    /// Length in cycles.
+    pub cycles: u64,
+    /// Cycles of real work on `unit` within the span (<= `cycles`; the rest is waiting on another stage).
+    pub busy_cycles: u64,
+    /// HBM bytes moved (DMA phases), else 0.
+    pub bytes: u64,
+}
+
+/// Cost of one kernel.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct KernelCost {
+    /// Kernel name.
+    pub name: String,
+    /// Total cycles.
+    pub cycles: u64,
+    /// Pipeline windows (1 = resident in VMEM).
+    pub windows: u64,
+    /// Peak VMEM of its windows (double-buffered), bytes.
+    pub vmem_bytes: u64,
+    /// What limits it.
+    pub bound: Bound,
+    /// Launch, DMA-in, compute, DMA-out.
+    pub phases: Vec<Phase>,
+}
+
+/// The cost of one op on one chip.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OpCost {
+    /// Cycles of the chip's TensorCore clock (comparable to the compiler's `total_estimated_cycles`).
+    pub cycles: u64,
+    /// Wall time in nanoseconds at the chip clock.
+    pub time_ns: f64,
+    /// Nominal FLOPs (2*M*K*N for matmuls, one per element for elementwise and reductions, 0 for copies).
+    pub flops: u64,
+    /// HBM bytes read and written, on padded (tiled) sizes.
+    pub hbm_bytes: u64,
+    /// HBM bytes on logical sizes.
+    pub hbm_bytes_unpadded: u64,
+    /// Peak VMEM the kernels use (windows, double-buffered).
+    pub vmem_bytes: u64,
+    /// What limits the op (of its longest kernel).
+    pub bound: Bound,
+    /// The kernels, run one after another.
+    pub kernels: Vec<KernelCost>,
+}
+
+impl OpCost {
+    /// All phases of all kernels with start cycles relative to the op's start.
+    pub fn phases(&self) -> Vec<Phase> {
+        let mut t = 0;
+        let mut out = Vec::new();
+        for k in &self.kernels {
+            for p in &k.phases {
+                let mut p = p.clone();
+                p.start_cycle += t;
+                out.push(p);
+            }
+            t += k.cycles;
+        }
+        out
+    }
+}
+
+fn vpu_rates(p: &TcParams, class: VpuClass, elem_bytes: u64) -> (f64, f64) {
+    let f16 = |f: f64| if elem_bytes <= 2 { f } else { 1.0 };
+    match class {
+        VpuClass::Unary => (p.unary_resident, p.unary_stream),
+        VpuClass::Binary => (
+            p.binary_resident * f16(p.binary_16bit_factor),
+            p.binary_stream * f16(p.binary_16bit_factor),
+        ),
+        VpuClass::Reduce => (
+            p.reduce_resident * f16(p.reduce_16bit_factor),
+            p.reduce_stream * f16(p.reduce_16bit_factor),
+        ),
+        VpuClass::Transpose => (p.relayout, p.transpose_stream),
+        VpuClass::ConvInputCopy => (p.conv_input_copy, p.conv_input_copy),
+        VpuClass::Relayout => (p.relayout, p.relayout),
+        VpuClass::Concat => (p.concat_resident, p.concat_stream),
+        VpuClass::Matvec => {
+            let r = p.matvec_base + p.matvec_per_byte * elem_bytes as f64;
+            (r, r)
+        }
+        VpuClass::Outer => (p.outer, p.outer),
+    }
+}
+
+fn mxu_dtype_factor(p: &TcParams, dtype: Dtype) -> f64 {
+    match dtype {
+        Dtype::Float32 | Dtype::Int32 => p.mxu_f32_factor,
+        Dtype::Int8 => 1.0 / p.mxu_int8_speedup.max(1e-9),
+        d if d.is_fp8() => 1.0 / p.mxu_fp8_speedup.max(1e-9),
+        _ => 1.0,
+    }
+}
+
+/// Scoped VMEM a kernel's windows may use.
+fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
+    chip.scoped_vmem_bytes
+}
+
+/// Times one kernel.
+pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
+    let p = &chip.params;
+    let total_bytes = k.in_bytes + k.out_bytes;
+    let resident = (total_bytes as f64) <= p.resident_limit_bytes;
+    let scoped = scoped_vmem_bytes(chip).max(1);
+    // Double-buffered windows: each window holds at most half the scoped budget.
+    let mut windows = if resident {
+        1
+    } else {
+        (2 * total_bytes).div_ceil(scoped).max(2)
+    };
+    let mut vmem_override = None;
+    let (launch, body, compute, bound, unit) = match &k.work {
+        Work::Vpu {
+            class,
+            blocks,
+            elem_bytes,
+        } => {
+            let (r_res, r_stream) = vpu_rates(p, *class, *elem_bytes);
+            let fixed = if *class == VpuClass::Transpose && *elem_bytes == 2 {
+                p.transpose_16bit_cycles
+            } else {
+                0.0
+            };
+            let compute = blocks * r_res + fixed;
+            let body = if resident { compute } else { blocks * r_stream + fixed };
+            // Streaming slower than computing from VMEM means the HBM pipeline is the limit.
+            let bound = if !resident && body > 1.1 * compute {
+                Bound::Hbm
+            } else {
+                Bound::Vpu
+            };
+            (p.launch_cycles, body, compute, bound, Unit::Vpu)
+        }
+        Work::Mxu(w) => {
+            let plan = plan_mxu(w, chip);
+            windows = plan.iterations;
+            vmem_override = Some(plan.vmem_bytes);
+            (
+                p.mxu_launch_cycles,
+                plan.body_cycles,
+                plan.mxu_cycles,
+                plan.bound,
+                plan.unit,
+            )
+        }
+    };
+    let launch_c = launch.max(0.0).round() as u64;
+    let body_c = body.max(0.0).round() as u64;
+    let bound = if launch_c > body_c { Bound::Launch } else { bound };
+    let hbm_busy = ((total_bytes as f64) / p.mm_hbm_bytes_per_cycle.max(1e-9)).round() as u64;
+    let phase = |stage: &str, unit: Unit, busy: u64, bytes: u64| Phase {
+        name: format!("{}/{stage}", k.name),
+        unit,
+        start_cycle: launch_c,
+        cycles: body_c,
+        busy_cycles: busy.min(body_c),
+        bytes,
+    };
+    let in_share = (hbm_busy * k.in_bytes).checked_div(total_bytes).unwrap_or(0);
+    let phases = vec![
+        Phase {
+            name: format!("{}/launch", k.name),
+            unit: Unit::Sequencer,
+            start_cycle: 0,
+            cycles: launch_c,
+            busy_cycles: launch_c,
+            bytes: 0,
+        },
+        phase("dma_in", Unit::Hbm, in_share, k.in_bytes),
+        phase("compute", unit, compute.round() as u64, 0),
+        phase("dma_out", Unit::Hbm, hbm_busy - in_share, k.out_bytes),
+    ];
+    let vmem_bytes = vmem_override.unwrap_or(if windows <= 1 {
+        total_bytes
+    } else {
+        (2 * total_bytes).div_ceil(windows)
+    });
+    KernelCost {
+        name: k.name.to_string(),
+        cycles: launch_c + body_c,
+        windows,
+        vmem_bytes: vmem_bytes.min(scoped),
+        bound,
+        phases,
+    }
+}
+
+/// The window plan the search picks for an MXU kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MxuPlan {
+    /// Output rows per window.
+    pub tm: u64,
+    /// Output columns per window.
+    pub tn: u64,
+    /// Contracting MXU-width blocks per window.
+    pub tkb: u64,
+    /// Window iterations (batch x M x N x K windows).
+    pub iterations: u64,
+    /// VMEM of the double-buffered windows plus the accumulator, bytes.
+    pub vmem_bytes: u64,
+    /// Pipeline body cycles (everything after launch).
+    pub body_cycles: f64,
+    /// MXU busy cycles.
+    pub mxu_cycles: f64,
+    /// What limits the steady state.
+    pub bound: Bound,
+    /// Unit of the compute phase.
+    pub unit: Unit,
+}
+
+/// Window counts tried along each dim: the compiler splits a dim into this many near-equal windows.
+const SPLITS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 43, 48, 64, 96, 128, 256];
+
+/// Searches window sizes that fit the scoped VMEM (double-buffered operands and result, plus an f32 accumulator
+/// when K is split) and returns the one with the fewest estimated cycles, as the compiler's window search does.
+pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
+    let p = &chip.params;
+    let width = chip.mxu.width;
+    let count = chip.mxu.count as f64;
+    // The compiler charges f32 operands of a (single-pass, DEFAULT precision) matmul less than their 4 bytes.
+    let in_b = if w.dtype.bytes() == 4 {
+        4.0 * p.mm_f32_byte_factor
+    } else {
+        w.dtype.bytes() as f64
+    };
+    let out_b = (w.out_bits / 8) as f64;
+    let m_pad = w.m.div_ceil(8) * 8;
+    let n_pad = w.n.div_ceil(128) * 128;
+    let k_tile = w.k.div_ceil(128) * 128;
+    // Contracting blocks: each kernel position contracts its own (padded) channels, unless narrow channels of one
+    // kernel row pack together.
+    let kb_tap = k_tile.div_ceil(width);
+    let kb_row = (w.taps_w * kb_tap).min((w.taps_w * w.k).div_ceil(width));
+    let kb_total = w.taps_h * kb_row;
+    let k_per_block = (k_tile as f64 / kb_tap as f64).min(width as f64);
+    let conv_f = if w.conv { p.conv_factor } else { 1.0 };
+    let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
+    let r_out = if w.out_bits <= 16 {
+        p.mm_out_16bit
+    } else {
+        p.mm_out_32bit
+    };
+    let bw = p.mm_hbm_bytes_per_cycle.max(1e-9);
+    let scoped = chip.scoped_vmem_bytes as f64;
+    let mut best: Option<MxuPlan> = None;
+    let mut fallback: Option<MxuPlan> = None;
+    let mut seen_m = Vec::new();
+    for &dm in SPLITS {
+        let tm = m_pad.div_ceil(dm).div_ceil(8) * 8;
+        if seen_m.contains(&tm) {
+            continue;
+        }
+        seen_m.push(tm);
+        let mut seen_n = Vec::new();
+        for &dn in SPLITS {
+            let tn = n_pad.div_ceil(dn).div_ceil(128) * 128;
+            if seen_n.contains(&tn) {
+                continue;
+            }
+            seen_n.push(tn);
+            let mut seen_k = Vec::new();
+            for &dk in SPLITS {
+                let tkb = kb_total.div_ceil(dk);
+                if seen_k.contains(&tkb) {
+                    continue;
+                }
+                seen_k.push(tkb);
+                let nk = kb_total.div_ceil(tkb);
+                let (nm, nn) = (m_pad.div_ceil(tm), n_pad.div_ceil(tn));
+                // A convolution reads input rows once for all taps of its window (no im2col copy in HBM).
+                let x_blocks = if w.conv { tkb.min(kb_row) } else { tkb };
+                let x1 = tm as f64 * x_blocks as f64 * k_per_block * in_b;
+                let w1 = tkb as f64 * k_per_block * tn as f64 * in_b;
+                let o1 = tm as f64 * tn as f64 * out_b;
+                let acc1 = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
+                let vmem1 = 2.0 * (x1 + w1) + o1 + acc1;
+                // Batched products share windows: `tb` batch entries per window, as many as fit.
+                let tb = ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch);
+                let tbf = tb as f64;
+                let iterations = w.batch.div_ceil(tb) * nm * nn * nk;
+                let (x_bytes, w_bytes, o_bytes) = (x1 * tbf, w1 * tbf, o1 * tbf);
+                let vmem = vmem1 * tbf;
+                let n_passes = tn.div_ceil(width) as f64;
+                let mxu_iter = tbf
+                    * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
+                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
+                let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
+                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
+                // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
+                // does not change between consecutive iterations is not fetched again.
+                let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
+                let w_fetches = if nk == 1 { nn } else { nn * nm * nk };
+                let dma_bytes = w.batch.div_ceil(tb) as f64
+                    * (x_fetches as f64 * x_bytes + w_fetches as f64 * w_bytes + (nn * nm) as f64 * o_bytes);
+                let dma_iter = dma_bytes / iterations as f64 / bw;
+                // The MXU and the epilogue (result drain, accumulate, convert) overlap only partly.
+                let compute_iter = mxu_iter.max(vpu_iter) + p.mm_epilogue_serial * mxu_iter.min(vpu_iter);
+                let per = compute_iter.max(dma_iter) + p.mxu_iter_cycles;
+                let body = iterations as f64 * per + (x_bytes + w_bytes) / bw;
+                let (bound, unit) = if dma_iter > compute_iter {
+                    (Bound::Hbm, Unit::Mxu)
+                } else if mxu_iter >= vpu_iter {
+                    (Bound::Mxu, Unit::Mxu)
+                } else {
+                    (Bound::Vpu, Unit::Vpu)
+                };
+                let plan = MxuPlan {
+                    tm,
+                    tn,
+                    tkb,
+                    iterations,
+                    vmem_bytes: vmem as u64,
+                    body_cycles: body,
+                    mxu_cycles: iterations as f64 * mxu_iter,
+                    bound,
+                    unit,
+                };
+                let fits = vmem <= scoped;
+                let slot = if fits { &mut best } else { &mut fallback };
+                let better = match slot {
+                    None => true,
+                    Some(b) if fits => plan.body_cycles < b.body_cycles,
+                    Some(b) => plan.vmem_bytes < b.vmem_bytes,
+                };
+                if better {
+                    *slot = Some(plan);
+                }
+            }
+        }
+    }
+    // Every split list starts with 1, so at least one plan was recorded.
+    best.or(fallback)
+        .expect("window search visits at least one configuration")
+}

@@ -1,0 +1,378 @@
+//! Lowering: an op becomes the kernels (fusions) the XLA TPU compiler emits for it, each described by the work it
+//! does on padded tiles: HBM bytes in and out, VPU element blocks, MXU passes.
+
+use super::chip::ChipModel;
+use super::padding::{tpu_padded, PaddedArray};
+use super::spec::{Checked, ConvPadding, Dtype, EwKind, ReduceKind, TransposeKind};
+
+/// Elements in one f32 vreg (8 sublanes x 128 lanes): the unit VPU work is counted in.
+pub const VREG_ELEMENTS: u64 = 1024;
+
+/// VPU op classes, each with its own fitted rate.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum VpuClass {
+    /// Transcendental/one-input elementwise (exp, tanh, convert).
+    Unary,
+    /// Two-input elementwise (add, mul).
+    Binary,
+    /// Reduction over one dim.
+    Reduce,
+    /// Rank-2 transpose through the transpose unit.
+    Transpose,
+    /// Layout-changing copy (NCHW <-> NHWC): the compiler picks entry layouts that make most of it a copy.
+    Relayout,
+    /// Concatenation (copies into one buffer).
+    Concat,
+    /// Matrix-vector product on the VPU (M = 1): streams the weights once.
+    Matvec,
+    /// Outer product on the VPU (K = 1): one multiply per output element.
+    Outer,
+    /// Relayout of a convolution input with very few channels into the lane-dense layout the MXU kernel reads.
+    ConvInputCopy,
+}
+
+/// The work of one kernel.
+#[derive(Clone, Debug, PartialEq)]
+pub enum Work {
+    /// A VPU kernel.
+    Vpu {
+        /// Rate class.
+        class: VpuClass,
+        /// Padded elements of the governing array / 1024.
+        blocks: f64,
+        /// Bytes per element of the governing array (16-bit factors, matvec weight bytes).
+        elem_bytes: u64,
+    },
+    /// An MXU kernel (convolution fusion) with its epilogue on the VPU: `batch` products of `[m, KH*KW*k] @
+    /// [KH*KW*k, n]` (a convolution contracts over KH x KW kernel positions of `k` input channels each).
+    Mxu(MxuWork),
+}
+
+/// The shape of an MXU kernel's work; the window search in [`super::cost`] tiles it.
+#[derive(Clone, Debug, PartialEq)]
+pub struct MxuWork {
+    /// Independent products (batch dim).
+    pub batch: u64,
+    /// Output rows.
+    pub m: u64,
+    /// Contracting elements per tap.
+    pub k: u64,
+    /// Output columns.
+    pub n: u64,
+    /// Kernel rows contracted (1 for a matmul, KH for a convolution).
+    pub taps_h: u64,
+    /// Kernel columns contracted (1 for a matmul, KW for a convolution); with NHWC the KW x C values of one
+    /// kernel row are contiguous, so narrow channels pack into one MXU contraction.
+    pub taps_w: u64,
+    /// Operand element type.
+    pub dtype: Dtype,
+    /// Bits of the result element.
+    pub out_bits: u64,
+    /// Whether this is a convolution (input windows with halos).
+    pub conv: bool,
+}
+
+/// One kernel of a lowered op.
+#[derive(Clone, Debug, PartialEq)]
+pub struct Kernel {
+    /// What the compiler calls it (`convolution fusion`, `add`, `reduce`, `copy`, ...).
+    pub name: &'static str,
+    /// Its work.
+    pub work: Work,
+    /// Padded HBM bytes read.
+    pub in_bytes: u64,
+    /// Padded HBM bytes written.
+    pub out_bytes: u64,
+    /// Logical (unpadded) bytes read + written.
+    pub unpadded_bytes: u64,
+}
+
+fn blocks(a: &PaddedArray) -> f64 {
+    a.elements() as f64 / VREG_ELEMENTS as f64
+}
+
+fn logical_bytes(dtype: Dtype, dims: &[u64]) -> u64 {
+    (dims.iter().product::<u64>() * dtype.bits()).div_ceil(8)
+}
+
+/// Lowers a validated op for `chip`; also returns the op's nominal FLOPs.
+pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
+    match op {
+        Checked::Matmul { b, m, k, n, dtype, mlp } => lower_matmul(*b, *m, *k, *n, *dtype, *mlp, chip),
+        Checked::Elementwise { kind, shape, dtype, to } => {
+            let (inputs, class, name) = match kind {
+                EwKind::Binary => (2, VpuClass::Binary, "elementwise"),
+                EwKind::Unary => (1, VpuClass::Unary, "elementwise"),
+                EwKind::Convert => (1, VpuClass::Unary, "convert"),
+            };
+            let a = tpu_padded(*dtype, shape);
+            let out = tpu_padded(*to, shape);
+            let flops = shape.iter().product::<u64>();
+            let k = Kernel {
+                name,
+                work: Work::Vpu {
+                    class,
+                    blocks: blocks(&out),
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes: a.bytes() * inputs,
+                out_bytes: out.bytes(),
+                unpadded_bytes: logical_bytes(*dtype, shape) * inputs + logical_bytes(*to, shape),
+            };
+            (vec![k], flops)
+        }
+        Checked::Reduce { kind, shape, dtype } => {
+            let a = tpu_padded(*dtype, shape);
+            let mut out_dims = shape.clone();
+            match kind {
+                ReduceKind::Minor => out_dims.pop(),
+                ReduceKind::Major => Some(out_dims.remove(0)),
+            };
+            let out = tpu_padded(*dtype, &out_dims);
+            let k = Kernel {
+                name: "reduce",
+                work: Work::Vpu {
+                    class: VpuClass::Reduce,
+                    blocks: blocks(&a),
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes: a.bytes(),
+                out_bytes: out.bytes(),
+                unpadded_bytes: logical_bytes(*dtype, shape) + logical_bytes(*dtype, &out_dims),
+            };
+            (vec![k], shape.iter().product())
+        }
+        Checked::Transpose { kind, shape, dtype } => {
+            let a = tpu_padded(*dtype, shape);
+            let (out_dims, class) = match kind {
+                TransposeKind::TwoD => (vec![shape[1], shape[0]], VpuClass::Transpose),
+                TransposeKind::NchwToNhwc => (vec![shape[0], shape[2], shape[3], shape[1]], VpuClass::Relayout),
+                TransposeKind::NhwcToNchw => (vec![shape[0], shape[3], shape[1], shape[2]], VpuClass::Relayout),
+            };
+            let out = tpu_padded(*dtype, &out_dims);
+            let k = Kernel {
+                name: "copy",
+                work: Work::Vpu {
+                    class,
+                    blocks: blocks(&a),
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes: a.bytes(),
+                out_bytes: out.bytes(),
+                unpadded_bytes: 2 * logical_bytes(*dtype, shape),
+            };
+            (vec![k], 0)
+        }
+        Checked::Concat { shapes, axis, dtype } => {
+            let mut out_dims = shapes[0].clone();
+            out_dims[*axis] = shapes.iter().map(|s| s[*axis]).sum();
+            let out = tpu_padded(*dtype, &out_dims);
+            let in_bytes = shapes.iter().map(|s| tpu_padded(*dtype, s).bytes()).sum();
+            let mut kernels = Vec::new();
+            // An operand whose entry layout has a different dim order than the result's is first copied into the
+            // result's order (the compiler emits a copy per such operand before the concatenate fusion).
+            for s in shapes {
+                let a = tpu_padded(*dtype, s);
+                if a.order != out.order {
+                    kernels.push(Kernel {
+                        name: "copy",
+                        work: Work::Vpu {
+                            class: VpuClass::Relayout,
+                            blocks: blocks(&a),
+                            elem_bytes: dtype.bytes(),
+                        },
+                        in_bytes: a.bytes(),
+                        out_bytes: a.bytes(),
+                        unpadded_bytes: 2 * logical_bytes(*dtype, s),
+                    });
+                }
+            }
+            kernels.push(Kernel {
+                name: "concatenate fusion",
+                work: Work::Vpu {
+                    class: VpuClass::Concat,
+                    blocks: blocks(&out),
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes,
+                out_bytes: out.bytes(),
+                unpadded_bytes: 2 * logical_bytes(*dtype, &out_dims),
+            });
+            (kernels, 0)
+        }
+        Checked::Conv {
+            input,
+            kernel,
+            stride,
+            padding,
+            dtype,
+        } => lower_conv(*input, *kernel, *stride, *padding, *dtype),
+    }
+}
+
+fn matmul_operands(
+    b: u64,
+    m: u64,
+    k: u64,
+    n: u64,
+    dtype: Dtype,
+    mlp: bool,
+) -> (PaddedArray, PaddedArray, PaddedArray, u64) {
+    let out_t = dtype.matmul_result();
+    let (x, w, o) = if b > 1 {
+        (
+            tpu_padded(dtype, &[b, m, k]),
+            tpu_padded(dtype, &[b, k, n]),
+            tpu_padded(out_t, &[b, m, n]),
+        )
+    } else {
+        (
+            tpu_padded(dtype, &[m, k]),
+            tpu_padded(dtype, &[k, n]),
+            tpu_padded(out_t, &[m, n]),
+        )
+    };
+    let bias = if mlp { tpu_padded(dtype, &[n]).bytes() } else { 0 };
+    (x, w, o, bias)
+}
+
+fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {
+    let flops = 2 * b * m * k * n;
+    let (x, w, o, bias_bytes) = matmul_operands(b, m, k, n, dtype, mlp);
+    let out_t = dtype.matmul_result();
+    let unpadded = b * (logical_bytes(dtype, &[m, k]) + logical_bytes(dtype, &[k, n]) + logical_bytes(out_t, &[m, n]))
+        + if mlp { logical_bytes(dtype, &[n]) } else { 0 };
+    let in_bytes = x.bytes() + w.bytes() + bias_bytes;
+    // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU).
+    let work = if m == 1 && b == 1 && !chip.matvec_on_mxu {
+        Work::Vpu {
+            class: VpuClass::Matvec,
+            blocks: blocks(&w),
+            elem_bytes: dtype.bytes(),
+        }
+    } else if k == 1 {
+        Work::Vpu {
+            class: VpuClass::Outer,
+            blocks: blocks(&o),
+            elem_bytes: out_t.bytes(),
+        }
+    } else {
+        Work::Mxu(MxuWork {
+            batch: b,
+            m,
+            k,
+            n,
+            taps_h: 1,
+            taps_w: 1,
+            dtype,
+            out_bits: out_t.bits(),
+            conv: false,
+        })
+    };
+    let name = match work {
+        Work::Mxu { .. } => "convolution fusion",
+        _ => "loop fusion",
+    };
+    let mut kernels = vec![Kernel {
+        name,
+        work,
+        in_bytes,
+        out_bytes: o.bytes(),
+        unpadded_bytes: unpadded,
+    }];
+    // A batched result whose entry layout does not keep the batch dim outermost is written batch-major and then
+    // relayouted by a copy (as the compiler does for e.g. bf16[3,5,9]{2,0,1}).
+    if b > 1 && o.order.first() != Some(&0) {
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::Relayout,
+                blocks: blocks(&o),
+                elem_bytes: out_t.bytes(),
+            },
+            in_bytes: o.bytes(),
+            out_bytes: o.bytes(),
+            unpadded_bytes: 2 * b * logical_bytes(out_t, &[m, n]),
+        });
+    }
+    (kernels, flops)
+}
+
+/// Output spatial size of a convolution along one dim.
+pub fn conv_out_dim(input: u64, kernel: u64, stride: u64, padding: ConvPadding) -> u64 {
+    match padding {
+        ConvPadding::Same => input.div_ceil(stride),
+        ConvPadding::Valid => (input - kernel) / stride + 1,
+    }
+}
+
+fn lower_conv(
+    input: [u64; 4],
+    kernel: [u64; 4],
+    stride: u64,
+    padding: ConvPadding,
+    dtype: Dtype,
+) -> (Vec<Kernel>, u64) {
+    let [nb, h, w, cin] = input;
+    let [kh, kw, _, cout] = kernel;
+    let ho = conv_out_dim(h, kh, stride, padding);
+    let wo = conv_out_dim(w, kw, stride, padding);
+    let out_t = dtype.matmul_result();
+    let x = tpu_padded(dtype, &input);
+    let k = tpu_padded(dtype, &kernel);
+    let out_dims = [nb, ho, wo, cout];
+    let o = tpu_padded(out_t, &out_dims);
+    let m = nb * ho * wo;
+    let taps = kh * kw;
+    let flops = 2 * m * taps * cin * cout;
+    let work = Work::Mxu(MxuWork {
+        batch: 1,
+        m,
+        k: cin,
+        n: cout,
+        taps_h: kh,
+        taps_w: kw,
+        dtype,
+        out_bits: out_t.bits(),
+        conv: true,
+    });
+    let mut kernels = Vec::new();
+    // Fewer than 8 input channels: the compiler first copies the input into a lane-dense layout.
+    if cin < 8 {
+        let dense = [nb, h, w, 128];
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::ConvInputCopy,
+                blocks: blocks(&tpu_padded(dtype, &dense)),
+                elem_bytes: dtype.bytes(),
+            },
+            in_bytes: x.bytes(),
+            out_bytes: x.bytes(),
+            unpadded_bytes: 2 * logical_bytes(dtype, &input),
+        });
+    }
+    kernels.push(Kernel {
+        name: "convolution fusion",
+        work,
+        in_bytes: x.bytes() + k.bytes(),
+        out_bytes: o.bytes(),
+        unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(dtype, &kernel) + logical_bytes(out_t, &out_dims),
+    });
+    // Output channels that do not fill the 128 lanes: the kernel writes a lane-padded result that a copy relayouts.
+    if cout % 128 != 0 {
+        let internal = [nb, ho, wo, cout.div_ceil(128) * 128];
+        kernels.push(Kernel {
+            name: "copy",
+            work: Work::Vpu {
+                class: VpuClass::Relayout,
+                blocks: blocks(&tpu_padded(out_t, &internal)),
+                elem_bytes: out_t.bytes(),
+            },
+            in_bytes: o.bytes(),
+            out_bytes: o.bytes(),
+            unpadded_bytes: 2 * logical_bytes(out_t, &out_dims),
+        });
+    }
+    (kernels, flops)
+}

@@ -1,0 +1,65 @@
+//! The TensorCore model against the XLA TPU compiler's own estimates (testdata/ops, copied from
+//! reference/tpu-compiler/ops.jsonl): median error <= 15% and 90th percentile <= 40% on every chip, where
+//! error = max(pred/est, est/pred) - 1. Also checks padded operand bytes against the compiler's memory analysis.
+//! (Generalisation to unseen shapes is estimated by fitting on 70% of the cases:
+//! `cargo run --release -p sim-tpu --example tensorcore_fit -- --holdout 30 --fold-offset {0,30,60}`.)
+
+use std::io::Read;
+
+use sim_tpu::tensorcore::calibration::{compare, grouped, parse_records, report, stats, CalibRecord};
+use sim_tpu::tensorcore::{cost, Calibration, ChipModel, CHIP_NAMES};
+
+fn records() -> Vec<CalibRecord> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/tc_records.jsonl.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&std::fs::read(path).expect("read testdata")[..])
+        .read_to_string(&mut text)
+        .expect("gunzip");
+    parse_records(&text).expect("parse records")
+}
+
+#[test]
+fn meets_error_targets_on_every_chip() {
+    let recs = records();
+    assert_eq!(recs.len(), 535);
+    let cmp = compare(&recs, &Calibration::embedded().models().unwrap()).unwrap();
+    println!("{}", report(&cmp, 30));
+    let per_chip = grouped(&cmp, |c| c.record.chip.clone());
+    assert_eq!(per_chip.len(), CHIP_NAMES.len());
+    for (chip, s) in &per_chip {
+        assert!(s.n >= 100, "{chip}: {} records", s.n);
+        assert!(s.median <= 0.15, "{chip}: median error {:.1}%", 100.0 * s.median);
+        assert!(s.p90 <= 0.40, "{chip}: p90 error {:.1}%", 100.0 * s.p90);
+    }
+    // No op kind may be badly off either: every kind's median within the per-chip target.
+    for (op, st) in grouped(&cmp, |c| c.record.op.name().to_string()) {
+        assert!(st.median <= 0.15, "{op}: median error {:.1}%", 100.0 * st.median);
+    }
+    let all = stats(&cmp.iter().map(|c| c.error).collect::<Vec<_>>());
+    assert!(all.p90 <= 0.25, "overall p90 {:.1}%", 100.0 * all.p90);
+}
+
+#[test]
+fn padded_bytes_match_the_compiler_memory_analysis() {
+    let mut checked = 0;
+    for r in records() {
+        // Programs whose single kernel reads every parameter once and writes the result once.
+        if matches!(r.op.name(), "conv2d_nhwc" | "mlp_layer") || r.argument_bytes == 0 {
+            continue;
+        }
+        let chip = ChipModel::preset(&r.chip).unwrap();
+        let c = cost(&r.op, &chip).unwrap();
+        if c.kernels.len() > 1 {
+            continue;
+        }
+        assert_eq!(
+            c.hbm_bytes,
+            r.argument_bytes + r.output_bytes,
+            "{} {}",
+            r.id,
+            r.case_key()
+        );
+        checked += 1;
+    }
+    assert!(checked > 400, "{checked}");
+}

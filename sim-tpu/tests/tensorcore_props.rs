@@ -1,0 +1,65 @@
+//! Properties of the TensorCore model over random valid specs: it never fails or panics, reports consistent
+//! byte counts, and more work never costs less.
+
+use proptest::prelude::*;
+use sim_tpu::tensorcore::{cost, ChipModel, OpSpec, CHIP_NAMES};
+
+fn chip(i: usize) -> ChipModel {
+    ChipModel::preset(CHIP_NAMES[i % CHIP_NAMES.len()]).unwrap()
+}
+
+const DTYPES: &[&str] = &["bfloat16", "float32", "int8", "float8_e4m3fn"];
+
+fn spec(text: String) -> OpSpec {
+    OpSpec::from_json(&text).unwrap_or_else(|e| panic!("{text}: {e}"))
+}
+
+proptest! {
+    // Fixed seed cases (no persistence files): the same cases in CI as on a laptop.
+    #![proptest_config(ProptestConfig { cases: 64, failure_persistence: None, ..ProptestConfig::default() })]
+
+    #[test]
+    // M = 1 starts at 2: a one-row matmul is vector-unit work for the compiler (no MXU), so it can cost
+    // more than the MXU kernel of a few rows; monotonicity holds from two rows on.
+    fn matmuls_cost_more_with_more_rows(m in 2i64..3000, k in 1i64..3000, n in 1i64..3000, d in 0usize..4, c in 0usize..5) {
+        let chip = chip(c);
+        let a = cost(&spec(format!(r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{}"}}}}"#, DTYPES[d])), &chip).unwrap();
+        let b = cost(&spec(format!(r#"{{"op":"matmul","params":{{"M":{},"K":{k},"N":{n},"dtype":"{}"}}}}"#, 4 * m, DTYPES[d])), &chip).unwrap();
+        prop_assert!(a.cycles > 0);
+        prop_assert!(a.hbm_bytes >= a.hbm_bytes_unpadded);
+        prop_assert_eq!(a.flops, 2 * (m * k * n) as u64);
+        // Window search granularity allows small non-monotonic steps; four times the rows never costs less.
+        prop_assert!(b.cycles >= a.cycles, "{} < {}", b.cycles, a.cycles);
+        let end = a.phases().iter().map(|p| p.start_cycle + p.cycles).max().unwrap();
+        prop_assert_eq!(end, a.cycles);
+    }
+
+    #[test]
+    fn elementwise_and_reductions_scale(dims in proptest::collection::vec(1i64..300, 1..4), d in 0usize..2, c in 0usize..5, op in 0usize..6) {
+        let chip = chip(c);
+        let name = ["add", "mul", "exp", "tanh", "reduce_sum_minor", "reduce_max_minor"][op];
+        let dtype = DTYPES[d];
+        let mut bigger = dims.clone();
+        bigger[0] *= 8;
+        let a = cost(&spec(format!(r#"{{"op":"{name}","params":{{"shape":{dims:?},"dtype":"{dtype}"}}}}"#)), &chip).unwrap();
+        let b = cost(&spec(format!(r#"{{"op":"{name}","params":{{"shape":{bigger:?},"dtype":"{dtype}"}}}}"#)), &chip).unwrap();
+        prop_assert!(a.cycles > 0 && a.hbm_bytes >= a.hbm_bytes_unpadded);
+        prop_assert!(b.cycles >= a.cycles);
+    }
+
+    #[test]
+    fn convolutions_and_layout_ops_never_fail(n in 1i64..16, h in 1i64..64, w in 1i64..64, ci in 1i64..300, co in 1i64..300,
+                                              kh in 1i64..6, stride in 1i64..3, same in any::<bool>(), d in 0usize..2, c in 0usize..5) {
+        let chip = chip(c);
+        let dtype = DTYPES[d];
+        let kh = kh.min(h).min(w);
+        let pad = if same { "SAME" } else { "VALID" };
+        let conv = format!(r#"{{"op":"conv2d_nhwc","params":{{"input":[{n},{h},{w},{ci}],"kernel_hwio":[{kh},{kh},{ci},{co}],"stride":{stride},"padding":"{pad}","dtype":"{dtype}"}}}}"#);
+        prop_assert!(cost(&spec(conv), &chip).unwrap().cycles > 0);
+        let t = format!(r#"{{"op":"transpose_nchw_to_nhwc","params":{{"shape":[{n},{ci},{h},{w}],"dtype":"{dtype}"}}}}"#);
+        prop_assert!(cost(&spec(t), &chip).unwrap().cycles > 0);
+        let cat = format!(r#"{{"op":"concatenate","params":{{"shapes":[[{h},{ci}],[{h},{co}],[{h},{w}]],"axis":1,"dtype":"{dtype}"}}}}"#);
+        let cc = cost(&spec(cat), &chip).unwrap();
+        prop_assert!(cc.cycles > 0 && cc.hbm_bytes >= cc.hbm_bytes_unpadded);
+    }
+}

@@ -1,0 +1,172 @@
+//! `tpusim run`, `demo` and `explain` as the README shows them.
+
+mod common;
+
+use common::tpusim;
+
+fn tmp(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tpusim-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}
+
+#[test]
+fn run_json_schema() {
+    let (code, out, err) = tpusim(&["run", "--preset", "dlrm-small", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    for k in [
+        "step_time_us",
+        "samples_per_s",
+        "busy_fraction",
+        "overlap_fraction",
+        "hbm_bytes_per_step",
+        "hbm_padding_bytes_per_step",
+        "peak_memory_bytes",
+        "capacity_bytes",
+        "fits",
+        "limits",
+        "minibatches_per_step",
+        "dropped_ids_per_step",
+    ] {
+        assert!(v.get(k).is_some(), "{k}");
+    }
+    for k in ["tc", "sc", "hbm", "ici", "host"] {
+        assert!(v["busy_fraction"][k].as_f64().is_some(), "{k}");
+    }
+}
+
+#[test]
+fn run_human_trace_report_and_functional() {
+    let d = tmp("run");
+    let trace = d.join("t.json");
+    let (code, out, _) = tpusim(&[
+        "run",
+        "--preset",
+        "balanced",
+        "--pipelining",
+        "sequential",
+        "--functional",
+        "--trace",
+        trace.to_str().unwrap(),
+        "--report",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{out}");
+    assert!(out.contains("-bound:") && out.contains("loss"), "{out}");
+    let t: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(&trace).unwrap()).unwrap();
+    assert!(t["traceEvents"].as_array().unwrap().len() > 100);
+    for f in ["summary.json", "report.md", "report.html", "gantt.svg"] {
+        assert!(d.join(f).exists(), "{f}");
+    }
+}
+
+#[test]
+fn criteo_does_not_fit_the_default_limits_check_but_runs() {
+    let (code, out, _) = tpusim(&["run", "--preset", "dlrm-criteo", "--json"]);
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["step_time_us"].as_f64().unwrap() > 0.0);
+    assert_eq!(code, if v["fits"].as_bool().unwrap() { 0 } else { 1 });
+}
+
+#[test]
+fn bad_runs_exit_2() {
+    let (code, _, err) = tpusim(&["run", "--preset", "nope"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("unknown preset 'nope'"), "{err}");
+    let (code, _, err) = tpusim(&["run", "--preset", "dlrm-small", "--chips", "3"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("chips must be a power of two"), "{err}");
+    let (code, _, err) = tpusim(&["run", "--preset", "dlrm-small", "--chip", "v5e"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("no SparseCores"), "{err}");
+}
+
+#[test]
+fn demo_and_explain() {
+    let d = tmp("demo");
+    let (code, out, err) = tpusim(&["demo", "--out", d.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("step time (pipelined)") && out.contains("report.html"),
+        "{out}"
+    );
+    assert!(d.join("trace.json").exists() && d.join("report.html").exists());
+    let svg = d.join("p.svg");
+    let (code, out, _) = tpusim(&[
+        "explain",
+        "pipelining",
+        "--preset",
+        "balanced",
+        "--svg",
+        svg.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("two steps late"));
+    assert!(std::fs::read_to_string(&svg).unwrap().contains("SC/F"));
+    let dir = env!("CARGO_MANIFEST_DIR");
+    let (code, out, _) = tpusim(&[
+        "explain",
+        "limits",
+        "--spec",
+        &format!("{dir}/testdata/preprocess/example/spec.json"),
+        "--ids",
+        &format!("{dir}/testdata/preprocess/example/ids_hot.npz"),
+    ]);
+    assert_eq!(code, 0);
+    assert!(out.contains("over the limit"), "{out}");
+}
+
+#[test]
+fn sweep_answers_planners() {
+    let d = tmp("sweep");
+    let (code, out, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4,8",
+        "--batch",
+        "4096..8192x2",
+        "--target",
+        "5e7",
+        "-j",
+        "2",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        out.contains("largest batch that fits") && out.contains("cheapest configuration"),
+        "{out}"
+    );
+    let csv = std::fs::read_to_string(d.join("sweep.csv")).unwrap();
+    assert_eq!(csv.lines().count(), 1 + 2 * 2 * 2);
+    assert!(std::fs::read_to_string(d.join("sweep.svg"))
+        .unwrap()
+        .contains("<polyline"));
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v9",
+        "--chips",
+        "4",
+        "--batch",
+        "4096",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2, "{err}");
+}
+
+#[test]
+fn workload_file_with_npz_ids() {
+    let f = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/workloads/npz-example.toml");
+    let (code, out, err) = tpusim(&["run", f]);
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("npz-example") && !out.contains("-0%"), "{out}");
+}

@@ -1,0 +1,216 @@
+//! Id generators: per step, the ids one chip's host passes (dense or ragged per feature), from the
+//! workload's valency and id distributions, deterministic for a seed.
+
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use rand_distr::{Distribution, Poisson, Zipf};
+use sim_sparsecore::preprocess::{BatchIds, FeatureIds, FeatureSpec, PreprocessSpec, TableSpec};
+
+use crate::spec::{IdDist, Valency, Workload};
+
+/// Largest valency a Poisson or uniform feature is declared with (its input_shape).
+pub fn max_valency(v: &Valency) -> u64 {
+    match v {
+        Valency::Fixed(n) => *n,
+        Valency::Uniform([_, hi]) => *hi,
+        Valency::Poisson(m) => (m * 3.0).ceil() as u64 + 1,
+    }
+}
+
+/// The preprocessing spec of one chip of the workload (one local device of `chips`).
+pub fn preprocess_spec(w: &Workload, sc_per_device: u32) -> PreprocessSpec {
+    let limits = &w.limits;
+    PreprocessSpec {
+        num_sc_per_device: sc_per_device,
+        local_device_count: 1,
+        global_device_count: w.chips,
+        allow_id_dropping: limits.allow_id_dropping,
+        enable_minibatching: limits.enable_minibatching,
+        tables: w
+            .tables
+            .iter()
+            .map(|t| TableSpec {
+                name: t.name.clone(),
+                vocabulary_size: t.vocab,
+                embedding_dim: t.dim,
+                combiner: t.combiner,
+                max_ids_per_partition: limits.max_ids_per_partition.unwrap_or(256),
+                max_unique_ids_per_partition: limits.max_unique_ids_per_partition.unwrap_or(256),
+                suggested_coo_buffer_size_per_device: None,
+            })
+            .collect(),
+        features: w
+            .features
+            .iter()
+            .map(|f| FeatureSpec {
+                name: f.name.clone(),
+                table: f.table.clone(),
+                input_shape: vec![w.batch_per_chip(), max_valency(&f.valency)],
+            })
+            .collect(),
+        stacks: if w.disable_table_stacking {
+            vec![]
+        } else {
+            auto_stacks(w, sc_per_device)
+        },
+        stack_limits: Default::default(),
+    }
+    .with_default_stack_limits(limits.max_ids_per_partition, limits.max_unique_ids_per_partition)
+}
+
+/// What tables must share to be stacked: padded dim, optimizer, combiner, dtype.
+type StackKey = (u64, String, String, String);
+
+/// Activation memory a stack may use per SparseCore before jax-tpu-embedding splits it (2 MiB).
+pub const STACK_ACTIVATION_LIMIT_BYTES: u64 = 2 << 20;
+
+/// Automatic stacking as jax-tpu-embedding does it: tables grouped by (padded dim, optimizer, combiner,
+/// dtype) in table order, each group split greedily so that its activations (padded dim x samples per
+/// SparseCore x 4 B, summed) stay within 2 MiB. Groups of one table stay unstacked.
+pub fn auto_stacks(w: &Workload, sc_per_device: u32) -> Vec<Vec<String>> {
+    // (padded dim, optimizer, combiner, dtype), tables of the open stack, its activation bytes.
+    let mut groups: Vec<(StackKey, Vec<String>, u64)> = Vec::new();
+    let mut out = Vec::new();
+    for t in &w.tables {
+        let features = w.features.iter().filter(|f| f.table == t.name).count() as u64;
+        if features == 0 {
+            continue;
+        }
+        let padded_dim = t.dim.div_ceil(8) * 8;
+        let activation = padded_dim * (w.batch_per_chip() * features / sc_per_device.max(1) as u64) * 4;
+        let key = (
+            padded_dim,
+            format!("{:?}", t.optimizer),
+            format!("{:?}", t.combiner),
+            format!("{:?}", t.dtype),
+        );
+        match groups.iter_mut().find(|g| g.0 == key) {
+            Some(g) if g.2 + activation <= STACK_ACTIVATION_LIMIT_BYTES => {
+                g.1.push(t.name.clone());
+                g.2 += activation;
+            }
+            Some(g) => {
+                out.push(std::mem::replace(&mut g.1, vec![t.name.clone()]));
+                g.2 = activation;
+            }
+            None => groups.push((key, vec![t.name.clone()], activation)),
+        }
+    }
+    out.extend(groups.into_iter().map(|g| g.1));
+    out.retain(|g| g.len() >= 2);
+    out
+}
+
+trait WithStackLimits {
+    fn with_default_stack_limits(self, max_ids: Option<u32>, max_unique: Option<u32>) -> Self;
+}
+
+impl WithStackLimits for PreprocessSpec {
+    /// Multi-table stacks take the workload's limits (the contract reads stack limits from stack_limits).
+    fn with_default_stack_limits(mut self, max_ids: Option<u32>, max_unique: Option<u32>) -> Self {
+        for group in &self.stacks {
+            let name = sim_sparsecore::preprocess::stack_name(group);
+            self.stack_limits
+                .entry(name)
+                .or_insert(sim_sparsecore::preprocess::StackLimits {
+                    max_ids_per_partition: max_ids,
+                    max_unique_ids_per_partition: max_unique,
+                    suggested_coo_buffer_size_per_device: None,
+                });
+        }
+        self
+    }
+}
+
+/// Scatters Zipf ranks over the vocabulary so hot ids do not all land in one partition.
+fn scatter(rank: u64, vocab: u64) -> u64 {
+    (rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % vocab
+}
+
+/// The ids of one chip for one step (generated, or read from the feature's NPZ files).
+pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::WorkloadError> {
+    let mut out = generate_batch(w, step);
+    for f in &w.features {
+        if let IdDist::Npz(files) = &f.ids {
+            let path = &files[step as usize % files.len()];
+            let mut batch = sim_sparsecore::preprocess::read_npz(path).map_err(|e| {
+                crate::spec::WorkloadError::Spec(format!("features.{}: {}: {e}", f.name, path.display()))
+            })?;
+            let ids = batch.remove(&f.name).ok_or_else(|| {
+                crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has no array '{}'",
+                    f.name,
+                    path.display(),
+                    f.name
+                ))
+            })?;
+            if ids.rows() as u64 != w.batch_per_chip() {
+                return Err(crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has {} rows, the batch per chip is {}",
+                    f.name,
+                    path.display(),
+                    ids.rows(),
+                    w.batch_per_chip()
+                )));
+            }
+            out.insert(f.name.clone(), ids);
+        }
+    }
+    Ok(out)
+}
+
+/// Generated ids of one chip for one step (features with NPZ ids get none here).
+pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
+    let rows = w.batch_per_chip() as usize;
+    let mut out = BatchIds::new();
+    for (fi, f) in w.features.iter().enumerate() {
+        if matches!(f.ids, IdDist::Npz(_)) {
+            continue;
+        }
+        let vocab = w.tables.iter().find(|t| t.name == f.table).map_or(1, |t| t.vocab);
+        let mut rng = ChaCha8Rng::seed_from_u64(w.seed ^ ((step as u64) << 32) ^ (fi as u64 * 0x51_7CC1_B727_220A));
+        let zipf = match f.ids {
+            IdDist::Zipf(a) => Zipf::new(vocab, a).ok(),
+            _ => None,
+        };
+        let poisson = match f.valency {
+            Valency::Poisson(m) => Poisson::new(m).ok(),
+            _ => None,
+        };
+        let cap = max_valency(&f.valency);
+        let mut values = Vec::new();
+        let mut splits = vec![0usize];
+        for _ in 0..rows {
+            let n = match f.valency {
+                Valency::Fixed(n) => n,
+                Valency::Uniform([lo, hi]) => rng.gen_range(lo..=hi),
+                Valency::Poisson(_) => (poisson.map_or(1.0, |p| p.sample(&mut rng)) as u64).clamp(1, cap),
+            };
+            for _ in 0..n {
+                let id = match &f.ids {
+                    IdDist::Uniform => rng.gen_range(0..vocab),
+                    IdDist::Zipf(_) => scatter(zipf.map_or(1.0, |z| z.sample(&mut rng)) as u64, vocab),
+                    IdDist::Npz(_) => 0,
+                    IdDist::HotSet { fraction, size } => {
+                        if rng.gen_bool(fraction.clamp(0.0, 1.0)) {
+                            scatter(rng.gen_range(0..(*size).clamp(1, vocab)), vocab)
+                        } else {
+                            rng.gen_range(0..vocab)
+                        }
+                    }
+                };
+                values.push(id.min(i32::MAX as u64) as i32);
+            }
+            splits.push(values.len());
+        }
+        out.insert(
+            f.name.clone(),
+            FeatureIds {
+                values,
+                row_splits: splits,
+                weights: None,
+            },
+        );
+    }
+    out
+}

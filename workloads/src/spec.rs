@@ -1,0 +1,405 @@
+//! Workload specs (TOML or JSON) and the built-in presets.
+
+use serde::{Deserialize, Serialize};
+use sim_sparsecore::model::Optimizer;
+use sim_sparsecore::preprocess::Combiner;
+
+/// Errors of workload specs and runs.
+#[derive(Debug, thiserror::Error)]
+pub enum WorkloadError {
+    /// The spec is malformed or inconsistent.
+    #[error("workload: {0}")]
+    Spec(String),
+    /// A preset name is unknown.
+    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy")]
+    UnknownPreset(String),
+    /// Something the simulation called failed.
+    #[error("{0}")]
+    Run(String),
+}
+
+/// How TensorCore and SparseCore work of consecutive steps may overlap.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Pipelining {
+    /// SC forward of step i+1 waits for SC backward of step i.
+    Sequential,
+    /// SC forward of step i+1 waits only for SC backward of step i-1 (gradients two steps stale).
+    Pipelined,
+}
+
+/// Table element type.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Dtype {
+    /// 4 bytes.
+    F32,
+    /// 2 bytes (twice the SIMD width where the chip has it).
+    Bf16,
+}
+
+impl Dtype {
+    /// Bytes per element.
+    pub fn bytes(self) -> u64 {
+        match self {
+            Dtype::F32 => 4,
+            Dtype::Bf16 => 2,
+        }
+    }
+}
+
+/// An embedding table.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TableDef {
+    /// Name.
+    pub name: String,
+    /// Rows.
+    pub vocab: u64,
+    /// Embedding dim.
+    pub dim: u64,
+    /// Combiner.
+    #[serde(default = "sum")]
+    pub combiner: Combiner,
+    /// Optimizer.
+    #[serde(default = "sgd")]
+    pub optimizer: Optimizer,
+    /// Element type.
+    #[serde(default = "f32")]
+    pub dtype: Dtype,
+}
+
+fn sum() -> Combiner {
+    Combiner::Sum
+}
+fn sgd() -> Optimizer {
+    Optimizer::Sgd
+}
+fn f32() -> Dtype {
+    Dtype::F32
+}
+
+/// Ids per sample.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Valency {
+    /// Always n.
+    Fixed(u64),
+    /// Uniform in [lo, hi].
+    Uniform([u64; 2]),
+    /// Poisson with this mean (at least 1).
+    Poisson(f64),
+}
+
+/// Distribution of ids over the vocabulary.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum IdDist {
+    /// Uniform over the vocabulary.
+    Uniform,
+    /// Zipf with this exponent (rank 1 most frequent), ranks scattered over the vocabulary.
+    Zipf(f64),
+    /// A `fraction` of ids drawn from a hot set of `size` ids, the rest uniform.
+    HotSet {
+        /// Share of ids from the hot set.
+        fraction: f64,
+        /// Hot set size.
+        size: u64,
+    },
+    /// Real ids from NPZ files in the preprocess contract (the feature's array), one file per step,
+    /// cycled; the rows must equal the batch per chip.
+    Npz(Vec<std::path::PathBuf>),
+}
+
+/// A sparse feature.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct FeatureDef {
+    /// Name.
+    pub name: String,
+    /// Table it looks up.
+    pub table: String,
+    /// Ids per sample.
+    pub valency: Valency,
+    /// Id distribution.
+    pub ids: IdDist,
+}
+
+/// Feature interaction of the dense model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Interaction {
+    /// Pairwise dot products (DLRM).
+    Dot,
+    /// DCNv2 cross layers (count).
+    Dcnv2(u32),
+}
+
+/// The dense part of the model.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DenseModel {
+    /// Dense input features.
+    pub dense_features: u64,
+    /// Bottom MLP widths.
+    pub bottom: Vec<u64>,
+    /// Interaction.
+    pub interaction: Interaction,
+    /// Top MLP widths.
+    pub top: Vec<u64>,
+}
+
+/// Limits in force.
+#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsDef {
+    /// max_ids_per_partition for every stack (default: 256, jax-tpu-embedding's default).
+    #[serde(default)]
+    pub max_ids_per_partition: Option<u32>,
+    /// max_unique_ids_per_partition for every stack.
+    #[serde(default)]
+    pub max_unique_ids_per_partition: Option<u32>,
+    /// Drop ids over the limits instead of failing.
+    #[serde(default)]
+    pub allow_id_dropping: bool,
+    /// Split batches that exceed limits into minibatches.
+    #[serde(default = "yes")]
+    pub enable_minibatching: bool,
+    /// A limits file (JSON or TOML, `tpusim limits estimate -o`) or a directory of jax-tpu-embedding
+    /// FDO stats; per-stack values there override the two defaults above.
+    #[serde(default)]
+    pub file: Option<std::path::PathBuf>,
+}
+
+fn yes() -> bool {
+    true
+}
+
+/// The host's input pipeline.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HostDef {
+    /// Preprocessing threads.
+    #[serde(default = "four")]
+    pub threads: u32,
+    /// Batches preprocessed ahead of the device.
+    #[serde(default = "two")]
+    pub prefetch: u32,
+    /// Ids one thread preprocesses per second (default: tpusim's own measured rate, ~18e6).
+    #[serde(default = "ids_rate")]
+    pub ids_per_s_per_thread: f64,
+}
+
+fn four() -> u32 {
+    4
+}
+fn two() -> u32 {
+    2
+}
+fn ids_rate() -> f64 {
+    18e6
+}
+
+impl Default for HostDef {
+    fn default() -> Self {
+        HostDef {
+            threads: 4,
+            prefetch: 2,
+            ids_per_s_per_thread: ids_rate(),
+        }
+    }
+}
+
+/// A recommender training workload.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Workload {
+    /// Name.
+    pub name: String,
+    /// Chip preset.
+    pub chip: String,
+    /// Number of chips (a power of two).
+    pub chips: u32,
+    /// ICI topology, e.g. "4x4x4" (its product must equal `chips`); informational for the all-to-all.
+    #[serde(default)]
+    pub topology: Option<String>,
+    /// Global batch (samples per step over all chips).
+    pub global_batch: u64,
+    /// Steps to simulate.
+    pub steps: u32,
+    /// Pipelining mode.
+    pub pipelining: Pipelining,
+    /// Embedding tables.
+    pub tables: Vec<TableDef>,
+    /// Sparse features.
+    pub features: Vec<FeatureDef>,
+    /// Dense model.
+    pub dense: DenseModel,
+    /// Limits.
+    #[serde(default)]
+    pub limits: LimitsDef,
+    /// Host input pipeline.
+    #[serde(default)]
+    pub host: HostDef,
+    /// Seed of the id generators.
+    #[serde(default)]
+    pub seed: u64,
+    /// SparseCore guide knob: keep every table its own stack (jax-tpu-embedding otherwise groups tables
+    /// of the same padded dim, optimizer and combiner, up to its activation-memory limit).
+    #[serde(default)]
+    pub disable_table_stacking: bool,
+    /// SparseCore guide knob (`xla_sc_num_serialized_tables_to_optimize_hbm`): process stacks in serial
+    /// groups of this many; lower peak HBM stack, more SparseCore passes. 0: all at once.
+    #[serde(default)]
+    pub xla_sc_num_serialized_tables_to_optimize_hbm: u32,
+}
+
+const PRESETS: &[(&str, &str)] = &[
+    ("dlrm-small", include_str!("../presets/dlrm-small.toml")),
+    ("dlrm-criteo", include_str!("../presets/dlrm-criteo.toml")),
+    ("dlrm-dcnv2", include_str!("../presets/dlrm-dcnv2.toml")),
+    ("balanced", include_str!("../presets/balanced.toml")),
+    ("tc-heavy", include_str!("../presets/tc-heavy.toml")),
+];
+
+impl Workload {
+    /// Parses TOML (or JSON when the text starts with '{').
+    pub fn parse(text: &str) -> Result<Workload, WorkloadError> {
+        let w: Workload = if text.trim_start().starts_with('{') {
+            serde_json::from_str(text).map_err(|e| WorkloadError::Spec(e.to_string()))?
+        } else {
+            toml::from_str(text).map_err(|e| WorkloadError::Spec(e.to_string()))?
+        };
+        w.validate()?;
+        Ok(w)
+    }
+
+    /// Makes relative paths (NPZ ids, limits file) relative to `base` (the workload file's folder).
+    pub fn resolve_paths(&mut self, base: &std::path::Path) {
+        let fix = |p: &mut std::path::PathBuf| {
+            if p.is_relative() {
+                *p = base.join(&*p);
+            }
+        };
+        for f in &mut self.features {
+            if let IdDist::Npz(files) = &mut f.ids {
+                files.iter_mut().for_each(fix);
+            }
+        }
+        if let Some(p) = &mut self.limits.file {
+            fix(p);
+        }
+    }
+
+    /// A built-in preset.
+    pub fn preset(name: &str) -> Result<Workload, WorkloadError> {
+        let text = PRESETS
+            .iter()
+            .find(|(n, _)| *n == name)
+            .ok_or_else(|| WorkloadError::UnknownPreset(name.into()))?
+            .1;
+        Workload::parse(text)
+    }
+
+    /// Names of the presets.
+    pub fn preset_names() -> Vec<&'static str> {
+        PRESETS.iter().map(|(n, _)| *n).collect()
+    }
+
+    /// Checks consistency.
+    pub fn validate(&self) -> Result<(), WorkloadError> {
+        let bad = |m: String| Err(WorkloadError::Spec(m));
+        if self.chips == 0 || !self.chips.is_power_of_two() {
+            return bad(format!("chips must be a power of two, got {}", self.chips));
+        }
+        if self.steps == 0 {
+            return bad("steps must be at least 1".into());
+        }
+        if self.global_batch == 0 || !self.global_batch.is_multiple_of(self.chips as u64 * 4) {
+            return bad(format!(
+                "global_batch ({}) must be a positive multiple of chips x 4 ({})",
+                self.global_batch,
+                self.chips as u64 * 4
+            ));
+        }
+        for f in &self.features {
+            if !self.tables.iter().any(|t| t.name == f.table) {
+                return bad(format!("features.{}: unknown table '{}'", f.name, f.table));
+            }
+            match f.valency {
+                Valency::Fixed(0) => return bad(format!("features.{}: valency must be at least 1", f.name)),
+                Valency::Uniform([lo, hi]) if lo > hi || hi == 0 => {
+                    return bad(format!(
+                        "features.{}: uniform valency needs 0 <= lo <= hi, hi >= 1",
+                        f.name
+                    ))
+                }
+                Valency::Poisson(m) if m.is_nan() || m <= 0.0 => {
+                    return bad(format!("features.{}: poisson mean must be > 0", f.name))
+                }
+                _ => {}
+            }
+            if let IdDist::Zipf(a) = f.ids {
+                if a.is_nan() || a <= 0.0 {
+                    return bad(format!("features.{}: zipf exponent must be > 0", f.name));
+                }
+            }
+        }
+        if let Some(t) = &self.topology {
+            let product: Option<u64> = t.split('x').map(|d| d.trim().parse::<u64>().ok()).product();
+            if product != Some(self.chips as u64) {
+                return bad(format!(
+                    "topology '{t}' does not multiply out to chips = {}",
+                    self.chips
+                ));
+            }
+        }
+        for f in &self.features {
+            if let IdDist::Npz(files) = &f.ids {
+                if files.is_empty() {
+                    return bad(format!("features.{}: ids.npz needs at least one file", f.name));
+                }
+            }
+        }
+        for t in &self.tables {
+            if t.vocab == 0 || t.dim == 0 {
+                return bad(format!("tables.{}: vocab and dim must be positive", t.name));
+            }
+        }
+        if self.host.threads == 0 || self.host.ids_per_s_per_thread <= 0.0 {
+            return bad("host.threads and host.ids_per_s_per_thread must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Samples per chip per step.
+    pub fn batch_per_chip(&self) -> u64 {
+        self.global_batch / self.chips as u64
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn presets_parse() {
+        for n in Workload::preset_names() {
+            Workload::preset(n).unwrap_or_else(|e| panic!("{n}: {e}"));
+        }
+        let c = Workload::preset("dlrm-criteo").unwrap();
+        assert_eq!((c.chips, c.global_batch, c.tables.len()), (64, 55_296, 26));
+    }
+
+    #[test]
+    fn bad_specs_name_the_field() {
+        let mut w = Workload::preset("dlrm-small").unwrap();
+        w.chips = 3;
+        assert!(w.validate().unwrap_err().to_string().contains("chips"));
+        let text = include_str!("../presets/dlrm-small.toml").replace("table = \"t0\"", "table = \"nope\"");
+        assert!(Workload::parse(&text)
+            .unwrap_err()
+            .to_string()
+            .contains("unknown table 'nope'"));
+    }
+}
