@@ -11,6 +11,7 @@
 //! Time is integer picoseconds; the event heap is ordered by (time, sequence number), so identical
 //! inputs give identical schedules. Spans and counters go to a [`Recorder`] when recording is on.
 
+mod heap;
 mod run;
 
 use slotmap::{new_key_type, SlotMap};
@@ -222,6 +223,10 @@ pub struct Engine {
     pub(crate) dense: Vec<run::Dense>,
     /// Dependencies as dense positions (before, after).
     pub(crate) deps: Vec<(u32, u32)>,
+    /// Rate caps of capped transfers (dense records index into it).
+    pub(crate) caps: Vec<u64>,
+    /// The first task added with a bad resource; [`Engine::run`] reports it.
+    pub(crate) first_error: Option<EngineError>,
     pub(crate) record: bool,
 }
 
@@ -294,8 +299,17 @@ impl Engine {
     }
 
     /// Adds a task.
+    /// A task naming a missing resource, or one of the wrong kind, makes [`Engine::run`] fail
+    /// with [`EngineError::BadResource`].
     pub fn add_task(&mut self, task: Task) -> TaskId {
-        self.dense.push(run::Dense::of(&task));
+        let dense = match run::Dense::of(&task, self) {
+            Ok(d) => d,
+            Err(e) => {
+                self.first_error.get_or_insert(e);
+                run::Dense::WAIT
+            }
+        };
+        self.dense.push(dense);
         let id = self.tasks.insert(task);
         self.ids.push(id);
         id
@@ -308,7 +322,8 @@ impl Engine {
 
     /// Makes `after` wait for `before` to finish.
     pub fn add_dep(&mut self, before: TaskId, after: TaskId) -> Result<(), EngineError> {
-        match (run::dense_index(&self.ids, before), run::dense_index(&self.ids, after)) {
+        let dense = |id: TaskId| run::dense_index(self.ids.len(), id).filter(|&i| self.ids[i as usize] == id);
+        match (dense(before), dense(after)) {
             (Some(a), Some(b)) => {
                 self.deps.push((a, b));
                 Ok(())

@@ -1,12 +1,20 @@
 //! The event loop: dense task arrays, an event heap ordered by (time, sequence), unit queues and
 //! max-min fair bandwidth sharing recomputed at every transfer start and finish.
+//!
+//! Performance notes (the engine bench wants >= 20 M events/s): every task is a 16-byte [`Dense`]
+//! record prepared when the task is added (occupy durations are converted to picoseconds then, so
+//! the loop never divides); heap entries carry their payload (no side table that grows per
+//! event); successor lists are one compressed array; bandwidth checks that a reshare made stale
+//! are recognised by sequence number; nothing is allocated per event.
 
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 
+use super::heap::EventHeap;
+
 use slotmap::Key;
 
-use super::{Demand, Engine, EngineError, QueuePolicy, Resource, TaskId};
+use super::{Demand, Engine, EngineError, QueuePolicy, Resource, ResourceId, TaskId};
 use crate::recorder::{ArgValue, Recorder, Span};
 use crate::time::SimTime;
 
@@ -28,60 +36,154 @@ pub struct ResourceStats {
 /// What a run produced.
 #[derive(Debug)]
 pub struct RunResult {
-    ids: Vec<TaskId>,
-    start: Vec<u64>,
-    end: Vec<u64>,
+    task_count: usize,
+    nodes: Vec<Node>,
     /// When the last task finished.
     pub makespan: SimTime,
     /// Per resource, in creation order.
     pub resource_stats: Vec<ResourceStats>,
     /// Spans and counters (empty when recording was off).
     pub recorder: Recorder,
-    /// Events taken from the event heap.
+    /// Events taken from the event heap (task finishes, zero-time completions, bandwidth checks).
     pub events: u64,
 }
 
 impl RunResult {
     /// Start time of a task.
     pub fn start(&self, t: TaskId) -> Option<SimTime> {
-        dense_index(&self.ids, t).map(|i| SimTime(self.start[i as usize]))
+        dense_index(self.task_count, t).map(|i| SimTime(self.nodes[i as usize].start))
     }
     /// End time of a task.
     pub fn end(&self, t: TaskId) -> Option<SimTime> {
-        dense_index(&self.ids, t).map(|i| SimTime(self.end[i as usize]))
+        dense_index(self.task_count, t).map(|i| SimTime(self.nodes[i as usize].amount_or_end))
+    }
+    /// Busy time of a resource (units: summed over servers; bandwidth: time with any transfer).
+    pub fn busy(&self, r: ResourceId) -> Option<SimTime> {
+        self.resource_stats.get(r.0 as usize).map(|s| SimTime(s.busy_ps))
+    }
+    /// Busy fraction of a resource over the makespan (units: per server), 0 for an empty run.
+    pub fn utilization(&self, engine: &Engine, r: ResourceId) -> Option<f64> {
+        let busy = self.resource_stats.get(r.0 as usize)?.busy_ps as f64;
+        let servers = match engine.resources.get(r.0 as usize)? {
+            Resource::Unit { servers, .. } => *servers as f64,
+            Resource::Bandwidth { .. } => 1.0,
+        };
+        let span = self.makespan.0 as f64 * servers;
+        Some(if span > 0.0 { busy / span } else { 0.0 })
     }
 }
 
 /// Dense position of a task: tasks are never removed, so a slot map key's slot index is its
-/// insertion position plus one (slot 0 is the map's sentinel). Checked against the id list.
-pub(crate) fn dense_index(ids: &[TaskId], id: TaskId) -> Option<u32> {
+/// insertion position plus one (slot 0 is the map's sentinel).
+pub(crate) fn dense_index(task_count: usize, id: TaskId) -> Option<u32> {
+    if id.is_null() {
+        return None;
+    }
     let slot = (id.data().as_ffi() & 0xFFFF_FFFF) as usize;
     let i = slot.checked_sub(1)?;
-    (ids.get(i) == Some(&id)).then_some(i as u32)
+    (i < task_count).then_some(i as u32)
 }
 
-/// An event in the heap: ordered by (time, sequence). What it is lives in `Sim::payload[seq]`, so
-/// the heap moves 16-byte keys.
-#[derive(Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-struct Event {
-    time: u64,
-    seq: u64,
+/// Kinds of [`Dense`] records (top two bits of `kind_res`).
+const K_OCCUPY: u32 = 0;
+const K_TRANSFER: u32 = 1;
+const K_DELAY: u32 = 2;
+const K_WAIT: u32 = 3;
+const RES_MASK: u32 = (1 << 30) - 1;
+/// `extra` of a transfer without a rate cap.
+const NO_CAP: u32 = u32::MAX;
+
+/// A task's demand in 16 bytes, so the event loop never touches the slot map.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct Dense {
+    /// Occupy and delay: duration in ps. Transfer: bytes.
+    amount: u64,
+    /// Kind (top 2 bits) and resource index (low 30 bits).
+    kind_res: u32,
+    /// Occupy: priority. Transfer: index into `Engine::caps`, or `NO_CAP`.
+    extra: u32,
 }
 
-/// What an event does: a task index for a finish, or `BW_FLAG | resource` with the epoch of a
-/// bandwidth check (stale checks are skipped).
-#[derive(Clone, Copy)]
-struct Payload {
-    what: u64,
-    epoch: u64,
+impl Dense {
+    /// A barrier (also stands in for a task whose resource was bad; the run reports the error).
+    pub(crate) const WAIT: Dense = Dense {
+        amount: 0,
+        kind_res: K_WAIT << 30,
+        extra: 0,
+    };
+
+    /// The dense form of `task` against the engine's resources, or what is wrong with it.
+    pub(crate) fn of(task: &super::Task, engine: &mut Engine) -> Result<Dense, EngineError> {
+        let bad = |resource: ResourceId, problem| EngineError::BadResource {
+            task: task.name.clone(),
+            resource: resource.0,
+            problem,
+        };
+        let res_bits = |r: ResourceId| -> Result<u32, EngineError> {
+            if r.0 > RES_MASK {
+                Err(bad(r, "does not exist"))
+            } else {
+                Ok(r.0)
+            }
+        };
+        Ok(match task.demand {
+            Demand::Occupy { unit, cycles } => {
+                let dur = match engine.resources.get(unit.0 as usize) {
+                    None => return Err(bad(unit, "does not exist")),
+                    Some(Resource::Bandwidth { .. }) => return Err(bad(unit, "is a bandwidth resource, not a unit")),
+                    Some(Resource::Unit { clock, .. }) => clock.cycles_to_time(cycles).0,
+                };
+                Dense {
+                    amount: dur,
+                    kind_res: (K_OCCUPY << 30) | res_bits(unit)?,
+                    extra: task.priority as u32,
+                }
+            }
+            Demand::Transfer {
+                resource,
+                bytes,
+                cap_bytes_per_s,
+            } => {
+                match engine.resources.get(resource.0 as usize) {
+                    None => return Err(bad(resource, "does not exist")),
+                    Some(Resource::Unit { .. }) => return Err(bad(resource, "is a unit, not a bandwidth resource")),
+                    Some(Resource::Bandwidth { .. }) => {}
+                }
+                let extra = match cap_bytes_per_s {
+                    Some(c) => {
+                        engine.caps.push(c.max(1));
+                        (engine.caps.len() - 1) as u32
+                    }
+                    None => NO_CAP,
+                };
+                Dense {
+                    amount: bytes,
+                    kind_res: (K_TRANSFER << 30) | res_bits(resource)?,
+                    extra,
+                }
+            }
+            Demand::Delay(d) => Dense {
+                amount: d.0,
+                kind_res: K_DELAY << 30,
+                extra: 0,
+            },
+            Demand::Wait => Dense::WAIT,
+        })
+    }
 }
 
-const BW_FLAG: u64 = 1 << 63;
+/// Heap payload (`what`): a task index for a finish, or `BW_FLAG | resource` for a bandwidth
+/// check (valid only if its sequence number is the resource's latest).
+const BW_FLAG: u32 = 1 << 31;
 
+/// One transfer in flight.
 struct Active {
     task: u32,
+    /// Remaining bytes x 10^12.
     remaining: u128,
+    /// Current rate, bytes per second.
     rate: u64,
+    /// Rate cap, bytes per second.
     cap: u64,
 }
 
@@ -94,160 +196,171 @@ enum State {
     Unit {
         free: u32,
         queue: Queue,
-        clock_hz: u64,
     },
     Bandwidth {
         total: u64,
+        /// In flight, kept sorted by (cap, task) for water-filling.
         active: Vec<Active>,
+        /// Time progress was last applied.
         last: u64,
-        epoch: u64,
+        /// Sequence number of the one valid pending check event.
+        check_seq: u64,
     },
 }
 
-/// A task's demand in dense form, so the event loop never touches the slot map.
+/// Run-time record of one task: everything the loop touches for it in one aligned 32-byte
+/// block (a cache line holds two), so a chain of tasks costs one memory stream, not six.
 #[derive(Clone, Copy, Debug)]
-pub(crate) enum Dense {
-    Occupy { unit: u32, cycles: u64, priority: i32 },
-    Transfer { resource: u32, bytes: u64, cap: u64 },
-    Delay(u64),
-    Wait,
+#[repr(C, align(32))]
+struct Node {
+    /// Until the task finishes: its duration in ps (occupy, delay) or bytes (transfer). Then: its
+    /// end time in ps.
+    amount_or_end: u64,
+    /// Start time in ps.
+    start: u64,
+    /// Kind and resource, as in [`Dense`].
+    kind_res: u32,
+    /// Unfinished dependencies.
+    pending: u32,
+    /// First successor, or `NONE`.
+    first_succ: u32,
+    /// Index of the other successors' range in `Sim::more`, or `NONE`.
+    more: u32,
 }
 
-impl Dense {
-    pub(crate) fn of(task: &super::Task) -> Dense {
-        match task.demand {
-            Demand::Occupy { unit, cycles } => Dense::Occupy {
-                unit: unit.0,
-                cycles,
-                priority: task.priority,
-            },
-            Demand::Transfer {
-                resource,
-                bytes,
-                cap_bytes_per_s,
-            } => Dense::Transfer {
-                resource: resource.0,
-                bytes,
-                cap: cap_bytes_per_s.unwrap_or(u64::MAX).max(1),
-            },
-            Demand::Delay(d) => Dense::Delay(d.0),
-            Demand::Wait => Dense::Wait,
-        }
-    }
-}
+const NONE: u32 = u32::MAX;
 
 struct Sim<'a> {
     engine: &'a Engine,
-    ids: &'a [TaskId],
-    dense: &'a [Dense],
-    succ_start: Vec<u32>,
-    succ: Vec<u32>,
-    pending: Vec<u32>,
-    start: Vec<u64>,
-    end: Vec<u64>,
+    nodes: Vec<Node>,
+    /// Ranges (start, end) into `more_succ` for tasks with more than one successor.
+    more: Vec<(u32, u32)>,
+    more_succ: Vec<u32>,
     states: Vec<State>,
     stats: Vec<ResourceStats>,
-    heap: BinaryHeap<Reverse<Event>>,
-    payload: Vec<Payload>,
+    heap: EventHeap,
+    seq: u64,
     ready_seq: u64,
     now: u64,
     events: u64,
     done: usize,
+    finished: Vec<u32>,
     recorder: Recorder,
 }
 
 pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
+    if let Some(e) = &engine.first_error {
+        return Err(e.clone());
+    }
     let n = engine.ids.len();
-    for (i, d) in engine.dense.iter().enumerate() {
-        check_resource(engine, d, i)?;
-    }
-    // Successor lists in compressed form (counting sort of the dependency pairs).
-    let mut counts = vec![0u32; n + 1];
-    let mut pending = vec![0u32; n];
+    let mut nodes: Vec<Node> = engine
+        .dense
+        .iter()
+        .map(|d| Node {
+            amount_or_end: d.amount,
+            start: 0,
+            kind_res: d.kind_res,
+            pending: 0,
+            first_succ: NONE,
+            more: NONE,
+        })
+        .collect();
+    // Successors in the order the dependencies were added: the first inline in the node, the
+    // rest in compressed ranges (only tasks with fan-out have one).
+    let mut extras: Vec<(u32, u32)> = Vec::new();
     for &(a, b) in &engine.deps {
-        counts[a as usize + 1] += 1;
-        pending[b as usize] += 1;
+        nodes[b as usize].pending += 1;
+        let na = &mut nodes[a as usize];
+        if na.first_succ == NONE {
+            na.first_succ = b;
+        } else {
+            extras.push((a, b));
+        }
     }
-    for i in 0..n {
-        counts[i + 1] += counts[i];
+    let mut more: Vec<(u32, u32)> = Vec::new();
+    for &(a, _) in &extras {
+        let na = &mut nodes[a as usize];
+        if na.more == NONE {
+            na.more = more.len() as u32;
+            more.push((0, 0));
+        }
+        more[na.more as usize].1 += 1;
     }
-    let mut fill = counts.clone();
-    let mut succ = vec![0u32; engine.deps.len()];
-    for &(a, b) in &engine.deps {
-        succ[fill[a as usize] as usize] = b;
-        fill[a as usize] += 1;
+    let mut total = 0u32;
+    for r in more.iter_mut() {
+        let count = r.1;
+        *r = (total, total);
+        total += count;
+    }
+    let mut more_succ = vec![0u32; extras.len()];
+    for &(a, b) in &extras {
+        let r = &mut more[nodes[a as usize].more as usize];
+        more_succ[r.1 as usize] = b;
+        r.1 += 1;
     }
     let states = engine
         .resources
         .iter()
         .map(|r| match r {
-            Resource::Unit {
-                clock, servers, policy, ..
-            } => State::Unit {
+            Resource::Unit { servers, policy, .. } => State::Unit {
                 free: *servers,
                 queue: match policy {
                     QueuePolicy::Fifo => Queue::Fifo(VecDeque::new()),
                     QueuePolicy::Priority => Queue::Priority(BinaryHeap::new()),
                 },
-                clock_hz: clock.hz,
             },
             Resource::Bandwidth { bytes_per_s, .. } => State::Bandwidth {
                 total: *bytes_per_s,
                 active: Vec::new(),
                 last: 0,
-                epoch: 0,
+                check_seq: u64::MAX,
             },
         })
         .collect();
     let mut sim = Sim {
         engine,
-        ids: &engine.ids,
-        dense: &engine.dense,
-        succ_start: counts,
-        succ,
-        pending,
-        start: vec![u64::MAX; n],
-        end: vec![u64::MAX; n],
+        nodes,
+        more,
+        more_succ,
         states,
         stats: vec![ResourceStats::default(); engine.resources.len()],
-        heap: BinaryHeap::with_capacity(1024),
-        payload: Vec::with_capacity(n + n / 4 + 16),
+        heap: EventHeap::with_capacity(1024),
+        seq: 0,
         ready_seq: 0,
         now: 0,
         events: 0,
         done: 0,
+        finished: Vec::new(),
         recorder: engine.new_recorder(),
     };
     for i in 0..n {
-        if sim.pending[i] == 0 {
+        if sim.nodes[i].pending == 0 {
             sim.ready(i as u32);
         }
     }
-    while let Some(Reverse(ev)) = sim.heap.pop() {
+    while let Some(ev) = sim.heap.pop() {
         sim.events += 1;
-        sim.now = ev.time;
-        let Payload { what, epoch } = sim.payload[ev.seq as usize];
-        if what & BW_FLAG != 0 {
-            sim.bandwidth_check((what & !BW_FLAG) as usize, epoch);
+        sim.now = ev.time();
+        if ev.what & BW_FLAG != 0 {
+            sim.bandwidth_check((ev.what & !BW_FLAG) as usize, ev.seq());
         } else {
-            sim.finish(what as u32);
+            sim.finish(ev.what);
         }
     }
     if sim.done != n {
         let stuck = n - sim.done;
         let example = (0..n)
-            .find(|&i| sim.end[i] == u64::MAX)
+            .find(|&i| sim.nodes[i].pending > 0)
             .map(|i| engine.tasks[engine.ids[i]].name.clone());
         return Err(EngineError::Cycle {
             stuck,
             example: example.unwrap_or_default(),
         });
     }
-    let makespan = sim.end.iter().copied().max().unwrap_or(0);
+    let makespan = sim.nodes.iter().map(|x| x.amount_or_end).max().unwrap_or(0);
     Ok(RunResult {
-        ids: engine.ids.clone(),
-        start: sim.start,
-        end: sim.end,
+        task_count: n,
+        nodes: sim.nodes,
         makespan: SimTime(makespan),
         resource_stats: sim.stats,
         recorder: sim.recorder,
@@ -255,91 +368,90 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
     })
 }
 
-fn check_resource(engine: &Engine, d: &Dense, i: usize) -> Result<(), EngineError> {
-    let (r, want_unit) = match *d {
-        Dense::Occupy { unit, .. } => (unit, true),
-        Dense::Transfer { resource, .. } => (resource, false),
-        _ => return Ok(()),
-    };
-    let bad = |problem| EngineError::BadResource {
-        task: engine.tasks[engine.ids[i]].name.clone(),
-        resource: r,
-        problem,
-    };
-    match engine.resources.get(r as usize) {
-        None => Err(bad("does not exist")),
-        Some(Resource::Unit { .. }) if !want_unit => Err(bad("is a unit, not a bandwidth resource")),
-        Some(Resource::Bandwidth { .. }) if want_unit => Err(bad("is a bandwidth resource, not a unit")),
-        Some(_) => Ok(()),
-    }
-}
-
 impl Sim<'_> {
-    fn push(&mut self, time: u64, what: u64, epoch: u64) {
-        let seq = self.payload.len() as u64;
-        self.payload.push(Payload { what, epoch });
-        self.heap.push(Reverse(Event { time, seq }));
+    #[inline]
+    fn push(&mut self, time: u64, what: u32) -> u64 {
+        let seq = self.seq;
+        self.seq += 1;
+        self.heap.push(time, seq, what);
+        seq
     }
 
+    #[inline]
     fn ready(&mut self, t: u32) {
-        match self.dense[t as usize] {
-            Dense::Occupy { unit, cycles, priority } => {
-                let u = unit as usize;
-                let State::Unit { free, queue, clock_hz } = &mut self.states[u] else {
-                    unreachable!()
-                };
-                if *free > 0 {
-                    *free -= 1;
-                    let hz = *clock_hz;
-                    self.start_occupy(t, u, cycles, hz);
-                } else {
-                    self.ready_seq += 1;
-                    match queue {
-                        Queue::Fifo(q) => q.push_back(t),
-                        Queue::Priority(h) => h.push((priority, Reverse(self.ready_seq), t)),
+        let now = self.now;
+        let node = &mut self.nodes[t as usize];
+        let (kind, r, amount) = (
+            node.kind_res >> 30,
+            (node.kind_res & RES_MASK) as usize,
+            node.amount_or_end,
+        );
+        if kind == K_OCCUPY {
+            let State::Unit { free, queue } = &mut self.states[r] else {
+                unreachable!("checked when the task was added")
+            };
+            if *free > 0 {
+                *free -= 1;
+                self.start_occupy(t, r, amount);
+            } else {
+                self.ready_seq += 1;
+                match queue {
+                    Queue::Fifo(q) => q.push_back(t),
+                    Queue::Priority(h) => {
+                        let priority = self.engine.dense[t as usize].extra as i32;
+                        h.push((priority, Reverse(self.ready_seq), t))
                     }
                 }
             }
-            Dense::Transfer { resource, bytes, cap } => {
-                self.start[t as usize] = self.now;
-                if bytes == 0 {
-                    self.push(self.now, t as u64, 0);
+            return;
+        }
+        node.start = now;
+        match kind {
+            K_TRANSFER => {
+                self.stats[r].tasks += 1;
+                if amount == 0 {
+                    self.push(now, t);
                     return;
                 }
-                let r = resource as usize;
-                self.advance(r);
-                let State::Bandwidth { active, .. } = &mut self.states[r] else {
-                    unreachable!()
+                let extra = self.engine.dense[t as usize].extra;
+                let cap = if extra == NO_CAP {
+                    u64::MAX
+                } else {
+                    self.engine.caps[extra as usize]
                 };
-                active.push(Active {
-                    task: t,
-                    remaining: bytes as u128 * PS_PER_S,
-                    rate: 0,
-                    cap,
-                });
+                self.advance(r);
+                self.stats[r].bytes += amount;
+                let State::Bandwidth { active, .. } = &mut self.states[r] else {
+                    unreachable!("checked when the task was added")
+                };
+                let pos = active.partition_point(|a| (a.cap, a.task) < (cap, t));
+                active.insert(
+                    pos,
+                    Active {
+                        task: t,
+                        remaining: amount as u128 * PS_PER_S,
+                        rate: 0,
+                        cap,
+                    },
+                );
                 self.reshare(r);
             }
-            Dense::Delay(d) => {
-                self.start[t as usize] = self.now;
-                self.push(self.now + d, t as u64, 0);
+            K_DELAY => {
+                self.push(now.saturating_add(amount), t);
             }
-            Dense::Wait => {
-                self.start[t as usize] = self.now;
-                self.push(self.now, t as u64, 0);
+            _ => {
+                self.push(now, t);
             }
         }
     }
 
-    fn start_occupy(&mut self, t: u32, unit: usize, cycles: u64, hz: u64) {
-        self.start[t as usize] = self.now;
-        // u64 arithmetic when it cannot overflow (the common case), u128 otherwise.
-        let dur = match cycles.checked_mul(PS_PER_S as u64) {
-            Some(num) => num.div_ceil(hz),
-            None => (cycles as u128 * PS_PER_S).div_ceil(hz as u128) as u64,
-        };
-        self.stats[unit].busy_ps += dur;
-        self.stats[unit].tasks += 1;
-        self.push(self.now + dur, t as u64, 0);
+    #[inline]
+    fn start_occupy(&mut self, t: u32, unit: usize, dur: u64) {
+        self.nodes[t as usize].start = self.now;
+        let s = &mut self.stats[unit];
+        s.busy_ps += dur;
+        s.tasks += 1;
+        self.push(self.now.saturating_add(dur), t);
     }
 
     /// Moves every active transfer of bandwidth resource `r` forward to now.
@@ -358,43 +470,36 @@ impl Sim<'_> {
         *last = now;
     }
 
-    /// Recomputes max-min fair rates (water-filling under per-transfer caps) and schedules the next finish.
+    /// Recomputes max-min fair rates (water-filling under per-transfer caps; integer rates, the
+    /// remainder of an uneven split going to the highest-capped transfers) and schedules the
+    /// next finish.
     fn reshare(&mut self, r: usize) {
         let now = self.now;
-        let record = self.engine.record;
-        let State::Bandwidth {
-            total, active, epoch, ..
-        } = &mut self.states[r]
-        else {
+        let State::Bandwidth { total, active, .. } = &mut self.states[r] else {
             unreachable!()
         };
-        *epoch += 1;
-        let ep = *epoch;
-        if active.is_empty() {
-            if record {
-                let track = self.engine.resources[r].track();
-                self.recorder
-                    .counter(&track.process, format!("{} GB/s", track.thread), SimTime(now), 0.0);
-            }
-            return;
-        }
-        active.sort_by_key(|a| (a.cap, a.task));
         let mut left = *total;
         let mut n = active.len() as u64;
-        let mut used = 0u64;
+        let mut next = u64::MAX;
         for a in active.iter_mut() {
-            let share = left / n;
-            a.rate = a.cap.min(share).max(1);
-            left = left.saturating_sub(a.rate);
-            used += a.rate;
+            a.rate = a.cap.min(left / n);
+            left -= a.rate;
             n -= 1;
+            if a.rate > 0 {
+                next = next.min(a.remaining.div_ceil(a.rate as u128).min(u64::MAX as u128) as u64);
+            }
         }
-        let next = active
-            .iter()
-            .map(|a| a.remaining.div_ceil(a.rate as u128) as u64)
-            .min()
-            .unwrap_or(0);
-        if record {
+        let used = *total - left;
+        let check = if next == u64::MAX {
+            u64::MAX
+        } else {
+            self.push(now.saturating_add(next), BW_FLAG | r as u32)
+        };
+        let State::Bandwidth { check_seq, .. } = &mut self.states[r] else {
+            unreachable!()
+        };
+        *check_seq = check;
+        if self.engine.record {
             let track = self.engine.resources[r].track();
             self.recorder.counter(
                 &track.process,
@@ -403,21 +508,21 @@ impl Sim<'_> {
                 used as f64 / 1e9,
             );
         }
-        self.push(now + next, BW_FLAG | r as u64, ep);
     }
 
-    fn bandwidth_check(&mut self, r: usize, ep: u64) {
-        let State::Bandwidth { epoch, .. } = &self.states[r] else {
+    fn bandwidth_check(&mut self, r: usize, seq: u64) {
+        let State::Bandwidth { check_seq, .. } = &self.states[r] else {
             unreachable!()
         };
-        if *epoch != ep {
+        if *check_seq != seq {
             return;
         }
         self.advance(r);
         let State::Bandwidth { active, .. } = &mut self.states[r] else {
             unreachable!()
         };
-        let mut finished = Vec::new();
+        let mut finished = std::mem::take(&mut self.finished);
+        finished.clear();
         active.retain(|a| {
             if a.remaining == 0 {
                 finished.push(a.task);
@@ -426,59 +531,66 @@ impl Sim<'_> {
                 true
             }
         });
+        // Transfers finishing at one instant complete in task insertion order.
+        finished.sort_unstable();
         self.reshare(r);
-        for t in finished {
+        for &t in &finished {
             self.finish(t);
+        }
+        self.finished = finished;
+    }
+
+    #[inline]
+    fn finish(&mut self, t: u32) {
+        let now = self.now;
+        let node = &mut self.nodes[t as usize];
+        node.amount_or_end = now;
+        let (kind_res, first, more) = (node.kind_res, node.first_succ, node.more);
+        self.done += 1;
+        if kind_res >> 30 == K_OCCUPY {
+            let u = (kind_res & RES_MASK) as usize;
+            let State::Unit { free, queue } = &mut self.states[u] else {
+                unreachable!()
+            };
+            let next = match queue {
+                Queue::Fifo(q) => q.pop_front(),
+                Queue::Priority(h) => h.pop().map(|x| x.2),
+            };
+            match next {
+                Some(nt) => {
+                    let dur = self.nodes[nt as usize].amount_or_end;
+                    self.start_occupy(nt, u, dur);
+                }
+                None => *free += 1,
+            }
+        }
+        if self.engine.record {
+            self.record_span(t as usize);
+        }
+        if first != NONE {
+            self.release(first);
+            if more != NONE {
+                let (a, b) = self.more[more as usize];
+                for k in a..b {
+                    let s = self.more_succ[k as usize];
+                    self.release(s);
+                }
+            }
         }
     }
 
-    fn finish(&mut self, t: u32) {
-        let ti = t as usize;
-        self.end[ti] = self.now;
-        self.done += 1;
-        match self.dense[ti] {
-            Dense::Occupy { unit, .. } => {
-                let u = unit as usize;
-                let State::Unit { free, queue, clock_hz } = &mut self.states[u] else {
-                    unreachable!()
-                };
-                let next = match queue {
-                    Queue::Fifo(q) => q.pop_front(),
-                    Queue::Priority(h) => h.pop().map(|x| x.2),
-                };
-                let hz = *clock_hz;
-                match next {
-                    Some(nt) => {
-                        let Dense::Occupy { cycles, .. } = self.dense[nt as usize] else {
-                            unreachable!()
-                        };
-                        self.start_occupy(nt, u, cycles, hz);
-                    }
-                    None => *free += 1,
-                }
-            }
-            Dense::Transfer { resource, bytes, .. } => {
-                let s = &mut self.stats[resource as usize];
-                s.bytes += bytes;
-                s.tasks += 1;
-            }
-            _ => {}
-        }
-        if self.engine.record {
-            self.record_span(ti);
-        }
-        let (a, b) = (self.succ_start[ti] as usize, self.succ_start[ti + 1] as usize);
-        for k in a..b {
-            let s = self.succ[k] as usize;
-            self.pending[s] -= 1;
-            if self.pending[s] == 0 {
-                self.ready(s as u32);
-            }
+    /// One dependency of `s` has finished.
+    #[inline]
+    fn release(&mut self, s: u32) {
+        let p = &mut self.nodes[s as usize].pending;
+        *p -= 1;
+        if *p == 0 {
+            self.ready(s);
         }
     }
 
     fn record_span(&mut self, ti: usize) {
-        let task = &self.engine.tasks[self.ids[ti]];
+        let task = &self.engine.tasks[self.engine.ids[ti]];
         let track = match (&task.track, &task.demand) {
             (Some(t), _) => t.clone(),
             (None, Demand::Occupy { unit: r, .. }) | (None, Demand::Transfer { resource: r, .. }) => {
@@ -496,12 +608,13 @@ impl Sim<'_> {
             }
             _ => {}
         }
+        let node = &self.nodes[ti];
         self.recorder.span(Span {
             track,
             name: task.name.clone(),
             category: task.category.clone(),
-            start: SimTime(self.start[ti]),
-            end: SimTime(self.end[ti]),
+            start: SimTime(node.start),
+            end: SimTime(node.amount_or_end),
             args,
         });
     }
