@@ -36,6 +36,10 @@ pub struct Args {
     /// Global batches: a list (4096,8192) or a geometric range FROM..TOxFACTOR (4096..65536x2).
     #[arg(long, required = true)]
     pub batch: String,
+    /// Limits for every configuration: a limits file (JSON/TOML from `tpusim limits estimate -o`) or a
+    /// directory of jax-tpu-embedding FDO stats; overrides the workload's own limits.
+    #[arg(long)]
+    pub limits: Option<PathBuf>,
     /// Steps per configuration.
     #[arg(long, default_value_t = 4)]
     pub steps: u32,
@@ -122,7 +126,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         trace: None,
         report: None,
     };
-    let base = super::run::load_workload(&base_args)?;
+    let mut base = super::run::load_workload(&base_args)?;
+    if let Some(file) = &args.limits {
+        if !file.exists() {
+            anyhow::bail!("--limits {}: no such file or directory", file.display());
+        }
+        base.limits.file = Some(file.clone());
+    }
     let batches = parse_batches(&args.batch)?;
     let mut prices: Vec<(String, f64)> = DEFAULT_PRICES.iter().map(|(c, p)| (c.to_string(), *p)).collect();
     for p in &args.price {
