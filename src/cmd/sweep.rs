@@ -36,6 +36,10 @@ pub struct Args {
     /// Global batches: a list (4096,8192) or a geometric range FROM..TOxFACTOR (4096..65536x2).
     #[arg(long, required = true)]
     pub batch: String,
+    /// Limits for every configuration: a limits file (JSON/TOML from `tpusim limits estimate -o`) or a
+    /// directory of jax-tpu-embedding FDO stats; overrides the workload's own limits.
+    #[arg(long)]
+    pub limits: Option<PathBuf>,
     /// Steps per configuration.
     #[arg(long, default_value_t = 4)]
     pub steps: u32,
@@ -122,7 +126,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         trace: None,
         report: None,
     };
-    let base = super::run::load_workload(&base_args)?;
+    let mut base = super::run::load_workload(&base_args)?;
+    if let Some(file) = &args.limits {
+        if !file.exists() {
+            anyhow::bail!("--limits {}: no such file or directory", file.display());
+        }
+        base.limits.file = Some(file.clone());
+    }
     let batches = parse_batches(&args.batch)?;
     let mut prices: Vec<(String, f64)> = DEFAULT_PRICES.iter().map(|(c, p)| (c.to_string(), *p)).collect();
     for p in &args.price {
@@ -338,8 +348,12 @@ fn fit_map_svg(points: &[Point]) -> String {
 
 /// A metric against batch, one line per (chip, chips); hollow markers where it does not fit.
 fn sweep_svg(points: &[Point], metric: impl Fn(&Point) -> f64, label: &str) -> String {
-    let (w, h, l, b) = (760.0, 420.0, 80.0, 50.0);
     let ok: Vec<&Point> = points.iter().filter(|p| p.error.is_none() && metric(p) > 0.0).collect();
+    let mut series: Vec<(String, u32)> = ok.iter().map(|p| (p.chip.clone(), p.chips)).collect();
+    series.sort();
+    series.dedup();
+    // Tall enough for the legend (15 px per series), so large sweeps do not run off the picture.
+    let (w, h, l, b) = (760.0, (420.0f64).max(70.0 + 15.0 * series.len() as f64), 80.0, 50.0);
     let (bmin, bmax) = ok.iter().fold((f64::MAX, 0.0f64), |a, p| {
         (a.0.min(p.batch as f64), a.1.max(p.batch as f64))
     });
@@ -363,9 +377,6 @@ fn sweep_svg(points: &[Point], metric: impl Fn(&Point) -> f64, label: &str) -> S
         h - b,
         smax
     );
-    let mut series: Vec<(String, u32)> = ok.iter().map(|p| (p.chip.clone(), p.chips)).collect();
-    series.sort();
-    series.dedup();
     for (i, (c, n)) in series.iter().enumerate() {
         let col = colours[i % colours.len()];
         let mut pts: Vec<&&Point> = ok.iter().filter(|p| &p.chip == c && p.chips == *n).collect();
@@ -402,7 +413,13 @@ fn sweep_svg(points: &[Point], metric: impl Fn(&Point) -> f64, label: &str) -> S
     let mut batches: Vec<u64> = ok.iter().map(|p| p.batch).collect();
     batches.sort_unstable();
     batches.dedup();
+    // Label a batch only when it is at least 45 px right of the last label, so labels never overlap.
+    let mut last_label_x = f64::MIN;
     for bt in batches {
+        if x(bt as f64) - last_label_x < 45.0 {
+            continue;
+        }
+        last_label_x = x(bt as f64);
         let _ = write!(
             s,
             r#"<text x="{:.1}" y="{}" text-anchor="middle">{bt}</text>"#,
