@@ -217,6 +217,10 @@ pub struct ReportInput {
     pub padding_per_buffer: Vec<(String, u64, u64)>,
     /// Settings and their effects: knob, setting, effect.
     pub knobs: Vec<(String, String, String)>,
+    /// Advice and warnings of the run.
+    pub warnings: Vec<String>,
+    /// Peak HBM by kind: what, bytes.
+    pub memory_breakdown: Vec<(String, u64)>,
 }
 
 /// Files a report wrote.
@@ -249,6 +253,12 @@ fn markdown(r: &ReportInput) -> String {
     for (k, v) in &s.peak_memory_bytes {
         let _ = writeln!(md, "| {k} | {v} | {} |", s.capacity_bytes.get(k).copied().unwrap_or(0));
     }
+    if !r.memory_breakdown.is_empty() {
+        let _ = writeln!(md, "\n## HBM per chip by kind\n\n| what | bytes |\n|---|---|");
+        for (k, v) in &r.memory_breakdown {
+            let _ = writeln!(md, "| {k} | {v} |");
+        }
+    }
     let _ = writeln!(md, "\n## Limits\n\n| stack | compiles | run time | max_ids | max_unique | observed ids | observed unique |\n|---|---|---|---|---|---|---|");
     for l in &s.limits {
         let _ = writeln!(
@@ -277,7 +287,13 @@ fn markdown(r: &ReportInput) -> String {
     if !r.knobs.is_empty() {
         let _ = writeln!(md, "\n## Settings\n\n| knob | setting | effect |\n|---|---|---|");
         for (k, v, e) in &r.knobs {
-            let _ = writeln!(md, "| {k} | {v} | {e} |");
+            let _ = writeln!(md, "| {k} | {} | {} |", v.replace('|', "/"), e.replace('|', "/"));
+        }
+    }
+    if !r.warnings.is_empty() {
+        let _ = writeln!(md, "\n## Warnings\n");
+        for w in &r.warnings {
+            let _ = writeln!(md, "- {w}");
         }
     }
     if !s.loss.is_empty() {
@@ -467,11 +483,17 @@ mod tests {
             bottleneck: "x-bound".into(),
             chip_constants: vec![("hbm".into(), "1".into(), "O: doc".into())],
             padding_per_buffer: vec![("table".into(), 32, 4)],
-            knobs: vec![],
+            knobs: vec![("k".into(), "on".into(), "faster".into())],
+            warnings: vec!["stack s (1 table) outside 5-100".into()],
+            memory_breakdown: vec![("heap".into(), 7)],
         };
         let p = write_report(&dir, &input).unwrap();
         let html = std::fs::read_to_string(&p.html).unwrap();
         assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700.0%"));
+        let md = std::fs::read_to_string(&p.markdown).unwrap();
+        assert!(
+            md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 |")
+        );
         let first = std::fs::read(&p.markdown).unwrap();
         write_report(&dir, &input).unwrap();
         assert_eq!(std::fs::read(&p.markdown).unwrap(), first);

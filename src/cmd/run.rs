@@ -57,32 +57,9 @@ pub fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult)
         bottleneck: main.bottleneck.clone(),
         chip_constants: main.chip_constants.clone(),
         padding_per_buffer: main.padding_per_buffer.clone(),
-        knobs: vec![
-            (
-                "pipelining (tf_xla_disable_full_embedding_pipelining)".into(),
-                format!("{:?}", w.pipelining),
-                format!(
-                    "step time {:.1} us, TC/SC overlap {:.0}%",
-                    main.summary.step_time_us,
-                    main.summary.overlap_fraction * 100.0
-                ),
-            ),
-            (
-                "max_ids_per_partition".into(),
-                w.limits.max_ids_per_partition.unwrap_or(256).to_string(),
-                format!("{} minibatches per step", main.summary.minibatches_per_step),
-            ),
-            (
-                "allow_id_dropping".into(),
-                w.limits.allow_id_dropping.to_string(),
-                format!("{} ids dropped per step", main.summary.dropped_ids_per_step),
-            ),
-            (
-                "host threads / prefetch".into(),
-                format!("{} / {}", w.host.threads, w.host.prefetch),
-                format!("host busy {:.0}%", main.summary.busy_fraction.host * 100.0),
-            ),
-        ],
+        knobs: main.knobs.clone(),
+        warnings: main.warnings.clone(),
+        memory_breakdown: main.memory_breakdown.clone(),
     }
 }
 
@@ -190,6 +167,17 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
             s.loss[0],
             s.loss[s.loss.len() - 1]
         );
+    }
+    println!(
+        "  start-up           {:>12.1} ms (table initialisation)",
+        r.startup_ps as f64 / 1e9
+    );
+    println!("  {}", r.straggler);
+    if let Some(n) = &r.nan {
+        println!("  {n}");
+    }
+    for wmsg in &r.warnings {
+        println!("  warning: {wmsg}");
     }
     println!("  fits               {}", s.fits);
     println!("{}", r.bottleneck);

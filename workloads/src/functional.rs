@@ -12,7 +12,7 @@ use sim_core::buffer::TiledBuffer;
 use sim_core::layout::{ArrayShape, Dim, Layout, PrimitiveType};
 
 use crate::ids::batch_for_step;
-use crate::spec::{Workload, WorkloadError};
+use crate::spec::{QuantizationDef, Workload, WorkloadError};
 
 /// Embedding dim of the functional model (small: the point is the schedule, not the model size).
 pub const FUNCTIONAL_DIM: usize = 4;
@@ -120,10 +120,36 @@ impl Model {
 /// Table row updates of one step: (table, row, delta per dim).
 pub type Update = Vec<(usize, usize, [f32; FUNCTIONAL_DIM])>;
 
+/// Simulated quantization of a looked-up value: clipped to [low, high], rounded to the nearest of
+/// `num_buckets` evenly spaced levels, dequantised.
+pub fn quantize(x: f32, q: &QuantizationDef) -> f32 {
+    let (lo, hi) = (q.quantization_config_low, q.quantization_config_high);
+    let levels = (q.quantization_config_num_buckets.max(2) - 1) as f32;
+    let step = (hi - lo) / levels;
+    if x.is_nan() {
+        return x;
+    }
+    let clipped = x.clamp(lo, hi);
+    lo + ((clipped - lo) / step).round() * step
+}
+
+/// Where the first NaN of a step appeared.
+fn nan_site(w: &Workload, what: &str, fi: usize, sample: usize, row: usize) -> String {
+    let f = &w.features[fi];
+    format!(
+        "{what} of table {} row {row}, looked up by feature {} sample {sample}",
+        f.table, f.name
+    )
+}
+
 /// Forward and backward of one step on `model` (tables as visible now): returns the mean loss and the
-/// table updates (the dense layer is updated in place, as the TensorCore does each step).
-pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> (f32, Update) {
+/// table updates (the dense layer is updated in place, as the TensorCore does each step). With
+/// `detect_nan`, the first NaN in a looked-up row, a pooled activation or a gradient stops the step
+/// and says where it came from.
+pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> Result<(f32, Update), String> {
     let f = w.features.len();
+    let lr = w.functional_learning_rate.unwrap_or(LEARNING_RATE);
+    let detect = w.xla_sc_detect_nan;
     let table_of: Vec<usize> = w
         .features
         .iter()
@@ -134,14 +160,33 @@ pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> (f32, Update) 
     let mut grad_bias = 0.0f32;
     let mut updates: Update = Vec::new();
     let n = batch.len().max(1) as f32;
-    for s in batch {
+    for (si, s) in batch.iter().enumerate() {
         let mut pooled = vec![0.0f32; f * FUNCTIONAL_DIM];
         for (fi, rows) in s.rows.iter().enumerate() {
             for &r in rows {
                 for d in 0..FUNCTIONAL_DIM {
-                    pooled[fi * FUNCTIONAL_DIM + d] +=
-                        model.tables[table_of[fi]].get_f32(&[r as i64, d as i64]).unwrap_or(0.0);
+                    let mut v = model.tables[table_of[fi]].get_f32(&[r as i64, d as i64]).unwrap_or(0.0);
+                    if let Some(q) = &w.quantization {
+                        v = quantize(v, q);
+                    }
+                    if detect && v.is_nan() {
+                        return Err(nan_site(w, "embedding row", fi, si, r));
+                    }
+                    pooled[fi * FUNCTIONAL_DIM + d] += v;
                 }
+            }
+            if detect
+                && pooled[fi * FUNCTIONAL_DIM..(fi + 1) * FUNCTIONAL_DIM]
+                    .iter()
+                    .any(|x| x.is_nan())
+            {
+                return Err(nan_site(
+                    w,
+                    "pooled activation",
+                    fi,
+                    si,
+                    rows.first().copied().unwrap_or(0),
+                ));
             }
         }
         let logit: f32 = pooled.iter().zip(&model.dense).map(|(a, b)| a * b).sum::<f32>() + model.bias;
@@ -156,17 +201,20 @@ pub fn step(w: &Workload, model: &mut Model, batch: &[Sample]) -> (f32, Update) 
             for &r in rows {
                 let mut delta = [0.0f32; FUNCTIONAL_DIM];
                 for (d, x) in delta.iter_mut().enumerate() {
-                    *x = -LEARNING_RATE * g * model.dense[fi * FUNCTIONAL_DIM + d];
+                    *x = -lr * g * model.dense[fi * FUNCTIONAL_DIM + d];
+                }
+                if detect && delta.iter().any(|x| x.is_nan()) {
+                    return Err(nan_site(w, "gradient", fi, si, r));
                 }
                 updates.push((table_of[fi], r, delta));
             }
         }
     }
     for (wd, gd) in model.dense.iter_mut().zip(&grad_dense) {
-        *wd -= LEARNING_RATE * gd;
+        *wd -= lr * gd;
     }
-    model.bias -= LEARNING_RATE * grad_bias;
-    (loss / n, updates)
+    model.bias -= lr * grad_bias;
+    Ok((loss / n, updates))
 }
 
 /// Applies a step's table updates.
@@ -183,11 +231,20 @@ pub fn apply(model: &mut Model, u: &Update) {
 /// Samples per step used in functional mode.
 pub const FUNCTIONAL_SAMPLES: usize = 512;
 
+/// What functional training produced.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct Training {
+    /// Loss per step (up to the NaN, when one stopped the run).
+    pub losses: Vec<f64>,
+    /// With xla_sc_detect_nan: the step and place of the first NaN.
+    pub nan: Option<String>,
+}
+
 /// Trains on the simulated schedule; returns the loss per step.
-pub fn train(w: &Workload, step_times: &[(u64, u64)]) -> Result<Vec<f64>, WorkloadError> {
+pub fn train(w: &Workload, step_times: &[(u64, u64)]) -> Result<Training, WorkloadError> {
     let mut model = Model::new(w);
     let mut pending: Vec<(u64, Update)> = Vec::new();
-    let mut losses = Vec::new();
+    let mut out = Training::default();
     for (i, &(fwd_start, _)) in step_times.iter().enumerate() {
         // Updates whose SparseCore backward ended before this lookup started are visible.
         pending.sort_by_key(|(end, _)| *end);
@@ -197,9 +254,16 @@ pub fn train(w: &Workload, step_times: &[(u64, u64)]) -> Result<Vec<f64>, Worklo
         }
         pending = later;
         let batch = samples(w, i as u32, FUNCTIONAL_SAMPLES);
-        let (loss, u) = step(w, &mut model, &batch);
-        losses.push(loss as f64);
-        pending.push((step_times[i].1, u));
+        match step(w, &mut model, &batch) {
+            Ok((loss, u)) => {
+                out.losses.push(loss as f64);
+                pending.push((step_times[i].1, u));
+            }
+            Err(site) => {
+                out.nan = Some(format!("xla_sc_detect_nan: NaN at step {i} in the {site}"));
+                break;
+            }
+        }
     }
-    Ok(losses)
+    Ok(out)
 }

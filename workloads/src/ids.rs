@@ -156,7 +156,81 @@ pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::
             out.insert(f.name.clone(), ids);
         }
     }
+    if w.shuffle_ids {
+        for f in &w.features {
+            let Some(t) = w.tables.iter().position(|t| t.name == f.table) else {
+                continue;
+            };
+            if let Some(ids) = out.get_mut(&f.name) {
+                let vocab = w.tables[t].vocab;
+                for v in &mut ids.values {
+                    if *v >= 0 && (*v as u64) < vocab {
+                        *v = shuffle_id(*v as u64, vocab, t as u64) as i32;
+                    }
+                }
+            }
+        }
+    }
     Ok(out)
+}
+
+/// A fixed bijection of [0, vocab): odd multiplies and xor-shifts are bijections of [0, 2^k), and
+/// cycle-walking keeps the result inside the vocabulary. Unlike an affine map mod vocab it does not
+/// keep ids' residues mod the partition count, so ids that shared a partition spread out.
+pub fn shuffle_id(id: u64, vocab: u64, salt: u64) -> u64 {
+    if vocab <= 1 {
+        return id;
+    }
+    let bits = 64 - (vocab - 1).leading_zeros();
+    let mask = if bits >= 64 { u64::MAX } else { (1u64 << bits) - 1 };
+    let shift = bits.div_ceil(2).max(1);
+    let mult = (0x9E37_79B9_7F4A_7C15u64 ^ salt.wrapping_mul(0xD6E8_FEB8_6659_FD93)) | 1;
+    let mut x = id;
+    loop {
+        x = x.wrapping_mul(mult) & mask;
+        x ^= x >> shift;
+        x = x.wrapping_mul(0xBF58_476D_1CE4_E5B9) & mask;
+        x ^= x >> shift;
+        if x < vocab {
+            return x;
+        }
+    }
+}
+
+/// Caps each stack's per-partition limits by its tables' `max_ids_per_table` /
+/// `max_unique_ids_per_table` (summed over the stack's tables, rounded up to 8): a SparseCore can never
+/// send a partition more ids of a table than it sends all partitions together. Stacks with a table
+/// lacking a table-level limit keep their per-partition limit.
+pub fn apply_table_limits(spec: &mut PreprocessSpec, w: &Workload) {
+    let limits = &w.limits;
+    if limits.max_ids_per_table.is_empty() && limits.max_unique_ids_per_table.is_empty() {
+        return;
+    }
+    for stack in sim_sparsecore::preprocess::build_stacks(spec) {
+        let cap = |m: &std::collections::BTreeMap<String, u32>| -> Option<u32> {
+            stack
+                .tables
+                .iter()
+                .map(|t| m.get(&t.name).map(|&v| v as u64))
+                .sum::<Option<u64>>()
+                .map(|v| v.div_ceil(8).saturating_mul(8).min(u32::MAX as u64) as u32)
+        };
+        let (ids_cap, unique_cap) = (cap(&limits.max_ids_per_table), cap(&limits.max_unique_ids_per_table));
+        let ids = ids_cap.map_or(stack.max_ids_per_partition, |c| c.min(stack.max_ids_per_partition));
+        let unique = unique_cap.map_or(stack.max_unique_ids_per_partition, |c| {
+            c.min(stack.max_unique_ids_per_partition)
+        });
+        if stack.tables.len() == 1 {
+            if let Some(t) = spec.tables.iter_mut().find(|t| t.name == stack.tables[0].name) {
+                t.max_ids_per_partition = ids;
+                t.max_unique_ids_per_partition = unique;
+            }
+        } else {
+            let e = spec.stack_limits.entry(stack.name.clone()).or_default();
+            e.max_ids_per_partition = Some(ids);
+            e.max_unique_ids_per_partition = Some(unique);
+        }
+    }
 }
 
 /// Generated ids of one chip for one step (features with NPZ ids get none here).
@@ -191,9 +265,14 @@ pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
                     IdDist::Uniform => rng.gen_range(0..vocab),
                     IdDist::Zipf(_) => scatter(zipf.map_or(1.0, |z| z.sample(&mut rng)) as u64, vocab),
                     IdDist::Npz(_) => 0,
-                    IdDist::HotSet { fraction, size } => {
+                    IdDist::HotSet { fraction, size, stride } => {
                         if rng.gen_bool(fraction.clamp(0.0, 1.0)) {
-                            scatter(rng.gen_range(0..(*size).clamp(1, vocab)), vocab)
+                            let k = rng.gen_range(0..(*size).clamp(1, vocab));
+                            if *stride == 0 {
+                                scatter(k, vocab)
+                            } else {
+                                (k * stride) % vocab
+                            }
                         } else {
                             rng.gen_range(0..vocab)
                         }

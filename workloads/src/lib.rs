@@ -6,8 +6,10 @@
 
 pub mod functional;
 pub mod ids;
+pub mod knobs;
 pub mod program;
 pub mod spec;
+pub mod stepwork;
 
 pub use program::{simulate, RunOptions, RunResult};
 pub use spec::{Pipelining, Workload, WorkloadError};

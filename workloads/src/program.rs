@@ -11,12 +11,11 @@ use sim_core::engine::{Engine, QueuePolicy, ResourceId, Task, TaskId};
 use sim_core::recorder::{ArgValue, Recorder, Span};
 use sim_core::summary::{BusyFraction, RunSummary, StackVerdict};
 use sim_core::time::Clock;
-use sim_sparsecore::limits::hbm::forward_stack_bytes;
+use sim_sparsecore::limits::hbm::{backward_stack_bytes, forward_stack_bytes};
 use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, ScCompileParams};
 use sim_sparsecore::model::{
     padded_row_bytes, ScParams, ScWork, ASSUMED_CYCLES_PER_ID, CALIBRATED_TILE_DMA_BYTES_PER_CYCLE,
 };
-use sim_sparsecore::preprocess::{preprocess, Options, PreprocessError};
 use sim_tpu::chips::{Chip, ChipSpec};
 use sim_tpu::tensorcore::{cost, ChipModel, OpSpec};
 
@@ -25,6 +24,11 @@ use crate::spec::{Interaction, Pipelining, Workload, WorkloadError};
 
 /// Sequencer cycles to start one SparseCore pass (one minibatch of one stack); assumed.
 pub const ASSUMED_PASS_LAUNCH_CYCLES: u64 = 2_000;
+/// Host time to check one id against its table's vocabulary, ps per thread (a compare and branch in
+/// the preprocessing loop plus the table lookup of the bound); assumed.
+pub const ASSUMED_ID_BOUND_CHECK_PS_PER_ID: u64 = 1_500;
+/// Bytes per second one host thread fills with initial values (a random-number initializer); assumed.
+pub const ASSUMED_HOST_INIT_BYTES_PER_S_PER_THREAD: u64 = 1_000_000_000;
 /// Cycles a barrier between serialised table groups costs (drain the tiles' DMA pipelines, sync the
 /// SparseCores); assumed.
 pub const ASSUMED_SERIAL_BARRIER_CYCLES: u64 = 10_000;
@@ -55,6 +59,18 @@ pub struct RunResult {
     pub padding_per_buffer: Vec<(String, u64, u64)>,
     /// Per step: (SC forward start, SC backward end) in ps.
     pub step_times: Vec<(u64, u64)>,
+    /// The SparseCore guide's knobs: name, setting, effect in this run.
+    pub knobs: Vec<(String, String, String)>,
+    /// Advice the run gives (stacking outside 5-100 tables, ids out of range, out of memory).
+    pub warnings: Vec<String>,
+    /// Peak HBM per chip by kind: what, bytes.
+    pub memory_breakdown: Vec<(String, u64)>,
+    /// Start-up time: table initialisation (host + PCIe, or on device), ps.
+    pub startup_ps: u64,
+    /// Which SparseCore partition is the straggler, and why.
+    pub straggler: String,
+    /// Functional mode with xla_sc_detect_nan: where the first NaN appeared.
+    pub nan: Option<String>,
 }
 
 /// One dense op and its cost, per chip.
@@ -154,9 +170,20 @@ fn dense_ops(w: &Workload, model: &ChipModel, tc_share: u64) -> Result<(Vec<Dens
 struct StepWork {
     /// [stack] -> per SC work.
     per_stack: Vec<Vec<ScWork>>,
-    minibatches: u32,
+    /// [stack] -> SparseCore passes.
+    minibatches: Vec<u32>,
     dropped: u64,
     ids: u64,
+}
+
+/// Runtime verdicts from worst to best.
+fn severity(runtime: &str) -> u8 {
+    match runtime {
+        "would_abort" => 3,
+        "drops_ids" => 2,
+        "minibatching" => 1,
+        _ => 0,
+    }
 }
 
 /// The SparseCore model parameters of a chip preset (calibrated and assumed constants included).
@@ -216,65 +243,58 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let tc_share = (chip.tensorcores_per_chip / chip.model_device_tensorcores.max(1)).max(1) as u64;
     let (fwd_ops, bwd_ops) = dense_ops(w, &model, tc_share)?;
 
-    // Preprocess every step's ids (the real algorithm) for the work per SparseCore.
-    let mut verdicts: BTreeMap<String, (String, u64, u64)> = BTreeMap::new();
-    let mut steps_work = Vec::new();
-    for step in 0..w.steps {
-        let batch = batch_for_step(w, step)?;
-        let ids: u64 = batch.values().map(|f| f.len() as u64).sum();
-        let out = match preprocess(&pspec, &batch, Options { stats_only: true }) {
-            Ok(o) => o,
-            Err(PreprocessError::LimitExceeded(e)) => {
-                verdicts.entry(e.stack.clone()).or_default().0 = "would_abort".into();
-                let mut dropping = pspec.clone();
-                dropping.allow_id_dropping = true;
-                preprocess(&dropping, &batch, Options { stats_only: true })
-                    .map_err(|e| WorkloadError::Run(e.to_string()))?
-            }
-            Err(e) => return Err(WorkloadError::Run(e.to_string())),
-        };
-        let mut per_stack = Vec::new();
-        let (mut minibatches, mut dropped) = (1, 0);
-        for (name, o) in &out.stacks {
-            minibatches = minibatches.max(o.num_minibatches);
-            dropped += o.dropped_id_count;
-            let v = verdicts.entry(name.clone()).or_default();
-            v.1 =
-                v.1.max(o.max_ids_per_partition.iter().copied().max().unwrap_or(0) as u64);
-            v.2 =
-                v.2.max(o.max_unique_ids_per_partition.iter().copied().max().unwrap_or(0) as u64);
-            if v.0.is_empty() || v.0 == "ok" {
-                v.0 = if o.num_minibatches > 1 {
-                    "minibatching".into()
-                } else if o.dropped_id_count > 0 {
-                    "drops_ids".into()
-                } else {
-                    "ok".into()
-                };
-            }
-            let samples = w.batch_per_chip() / (sc_per_device * devices_per_chip) as u64;
-            // A chip with several devices (tpu7x) runs the same work on each device's SparseCores.
-            let scw: Vec<ScWork> = (0..devices_per_chip as usize)
-                .flat_map(|_| o.ids_per_sc.iter().zip(&o.unique_per_sc))
-                .map(|(&i, &u)| ScWork {
-                    ids: i as u64,
-                    unique: u as u64,
-                    samples,
-                })
-                .collect();
-            per_stack.push(scw);
-        }
-        steps_work.push(StepWork {
-            per_stack,
-            minibatches,
-            dropped,
-            ids,
-        });
-    }
+    crate::ids::apply_table_limits(&mut pspec, w);
     let stack_defs: Vec<sim_sparsecore::preprocess::Stack> = sim_sparsecore::preprocess::build_stacks(&pspec)
         .into_iter()
         .filter(|s| !s.features.is_empty())
         .collect();
+
+    // Preprocess every step's ids (the real algorithm) for the work per SparseCore.
+    // Per stack: (runtime, observed max ids, observed max unique, message, padded ids per chip).
+    let mut verdicts: BTreeMap<String, (String, u64, u64, String, u64)> = BTreeMap::new();
+    let mut steps_work = Vec::new();
+    let samples_per_sc = w.batch_per_chip() / chip.sparsecores_per_chip.max(1) as u64;
+    let mut straggler = (0u32, 0.0f64, 0u32);
+    let mut out_of_range = Vec::new();
+    let mut out_of_range_count = 0u64;
+    let mut table_ids_max: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for step in 0..w.steps {
+        let batch = batch_for_step(w, step)?;
+        let mut sw = crate::stepwork::step_work(w, &pspec, &batch)?;
+        // Stacks in build order (the order of `stack_defs`).
+        sw.stacks
+            .sort_by_key(|(n, _)| stack_defs.iter().position(|d| &d.name == n).unwrap_or(usize::MAX));
+        let cw = crate::stepwork::chip_work(&sw, w.chips, chip.sparsecores_per_chip, samples_per_sc);
+        if cw.straggler.1 > straggler.1 {
+            straggler = (cw.straggler.0, cw.straggler.1, cw.chip);
+        }
+        for (t, &(i, u)) in &sw.table_ids_per_sc {
+            let e = table_ids_max.entry(t.clone()).or_default();
+            *e = (e.0.max(i), e.1.max(u));
+        }
+        out_of_range_count += sw.out_of_range_count;
+        for o in sw.out_of_range.drain(..) {
+            if out_of_range.len() < 8 {
+                out_of_range.push((step, o));
+            }
+        }
+        for (name, st) in &sw.stacks {
+            let v = verdicts.entry(name.clone()).or_default();
+            v.1 = v.1.max(st.observed_max_ids);
+            v.2 = v.2.max(st.observed_max_unique);
+            v.4 = v.4.max(st.padded_ids_per_chip);
+            if v.0.is_empty() || severity(&st.runtime) > severity(&v.0) {
+                v.0 = st.runtime.clone();
+                v.3 = st.message.clone();
+            }
+        }
+        steps_work.push(StepWork {
+            per_stack: cw.per_stack,
+            minibatches: sw.stacks.iter().map(|(_, s)| s.minibatches.max(1)).collect(),
+            dropped: sw.stacks.iter().map(|(_, s)| s.dropped).sum(),
+            ids: sw.ids,
+        });
+    }
     let stacks: Vec<(String, u64, u64, sim_sparsecore::model::Optimizer)> = stack_defs
         .iter()
         .map(|s| {
@@ -354,11 +374,19 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let (mut hbm_bytes_step, mut hbm_pad_step) = (0u64, 0u64);
     let mut dropped_total = 0;
     let mut minibatches_max = 1;
+    let (mut id_check_ps_step, mut nan_cycles_step, mut quant_cycles_step) = (0u64, 0u64, 0u64);
     for (i, sw) in steps_work.iter().enumerate() {
         let step = i as i64;
-        minibatches_max = minibatches_max.max(sw.minibatches);
+        minibatches_max = minibatches_max.max(sw.minibatches.iter().copied().max().unwrap_or(1));
         dropped_total += sw.dropped;
-        let host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
+        let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
+        if w.xla_sparse_core_enable_id_bound_check {
+            let check = sw.ids * ASSUMED_ID_BOUND_CHECK_PS_PER_ID / 1000 / w.host.threads as u64;
+            host_ns += check;
+            if i == 0 {
+                id_check_ps_step = check * 1000;
+            }
+        }
         let h = e.add_task(
             Task::occupy(host, host_ns.max(1))
                 .name(format!("preprocess step {i}"))
@@ -398,10 +426,21 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 let work = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
                 let f = sc.forward(work, st.1, st.2);
                 let bk = sc.backward(work, st.1, st.2, st.3);
-                fc += f.compute_cycles + ASSUMED_PASS_LAUNCH_CYCLES * sw.minibatches as u64;
+                let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
+                // Vector passes over the gathered rows: NaN checks (forward and backward) and
+                // quantise + dequantise (forward).
+                let lanes = if st.2 == 2 { sc.lanes_bf16 } else { sc.lanes_f32 }.max(1) as u64;
+                let row_pass = work.ids * st.1.div_ceil(lanes) / sc.tiles.max(1) as u64;
+                let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
+                let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
+                if i == 0 && s == 0 {
+                    nan_cycles_step += 2 * nan;
+                    quant_cycles_step += quant;
+                }
+                fc += f.compute_cycles + ASSUMED_PASS_LAUNCH_CYCLES * passes + nan + quant;
                 fb += f.hbm_bytes;
                 fp += f.hbm_padding_bytes;
-                bc += bk.compute_cycles + ASSUMED_PASS_LAUNCH_CYCLES * sw.minibatches as u64;
+                bc += bk.compute_cycles + ASSUMED_PASS_LAUNCH_CYCLES * passes + nan;
                 bb += bk.hbm_bytes;
                 bp += bk.hbm_padding_bytes;
             }
@@ -571,7 +610,9 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     };
     let mut limits = Vec::new();
     let mut tilespmem_peak = 0u64;
-    let mut sc_stack_bytes = Vec::new();
+    let mut sc_stack_bytes: Vec<(u64, u64)> = Vec::new();
+    let mut warnings = Vec::new();
+    let mut chip_buffer_fill = 0.0f64;
     for (sd, (name, dim, elem, opt)) in stack_defs.iter().zip(&stacks) {
         for tis in &sd.tables {
             let t = w
@@ -607,20 +648,40 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             .max(vf.tilespmem_bytes_needed)
             .max(vb.tilespmem_bytes_needed);
         fits_compile &= vf.compiles && vb.compiles;
-        sc_stack_bytes.push(forward_stack_bytes(*dim, max_unique, 1));
-        let (runtime, obs_ids, obs_unique) = verdicts.get(name).cloned().unwrap_or_default();
+        sc_stack_bytes.push((
+            forward_stack_bytes(*dim, max_unique, 1),
+            backward_stack_bytes(*dim, max_unique, 1),
+        ));
+        let (mut runtime, obs_ids, obs_unique, mut message, padded_ids) =
+            verdicts.get(name).cloned().unwrap_or_default();
+        // The static CSR buffer of the stack on a chip: max_ids_per_chip_per_sample x its samples
+        // (stacked features are concatenated along the samples).
+        let rows = b * sd.features.len() as u64;
+        let chip_buffer = w.limits.max_ids_per_chip_per_sample as u64 * rows;
+        chip_buffer_fill = chip_buffer_fill.max(padded_ids as f64 / chip_buffer.max(1) as f64);
+        if padded_ids > chip_buffer {
+            runtime = "would_abort".into();
+            message = format!(
+                "stack {name}: Got {padded_ids} ids after padding but the max_ids_per_chip is set to be {chip_buffer} which is smaller (max_ids_per_chip_per_sample {} x {rows} samples); raise max_ids_per_chip_per_sample to at least {}",
+                w.limits.max_ids_per_chip_per_sample,
+                padded_ids.div_ceil(rows.max(1))
+            );
+        }
+        let compiles = vf.compiles && vb.compiles;
         limits.push(StackVerdict {
             stack: name.clone(),
-            compiles: vf.compiles && vb.compiles,
-            runtime: if !(vf.compiles && vb.compiles) {
+            compiles,
+            runtime: if !compiles {
                 "does_not_compile".into()
             } else {
-                runtime
+                runtime.clone()
             },
             message: if !vf.compiles {
                 vf.message.clone()
             } else if !vb.compiles {
                 vb.message.clone()
+            } else if !message.is_empty() && runtime != "ok" {
+                message
             } else {
                 vf.message.clone()
             },
@@ -630,20 +691,71 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             observed_max_unique_ids: obs_unique,
         });
     }
-    // SparseCore HBM stack: all stacks live at once, or one serial group at a time.
-    let sc_stack_peak = if serial == 0 {
-        sc_stack_bytes.iter().sum::<u64>()
-    } else {
-        sc_stack_bytes
-            .chunks(serial)
-            .map(|c| c.iter().sum::<u64>())
-            .max()
-            .unwrap_or(0)
+    // The guide's sweet spot for stacking.
+    let off: Vec<String> = stack_defs
+        .iter()
+        .filter(|s| !(5..=100).contains(&s.tables.len()))
+        .map(|s| {
+            format!(
+                "{} ({} table{})",
+                s.name,
+                s.tables.len(),
+                if s.tables.len() == 1 { "" } else { "s" }
+            )
+        })
+        .collect();
+    if !off.is_empty() && w.tables.len() >= 5 {
+        warnings.push(format!(
+            "{} of {} stacks hold fewer than 5 or more than 100 tables, outside the 5-100 the SparseCore guide recommends{}: {}",
+            off.len(),
+            stack_defs.len(),
+            if w.disable_table_stacking { " (disable_table_stacking = true)" } else { "" },
+            off.join(", ")
+        ));
+    }
+    // SparseCore HBM stack: all stacks live at once, or one serial group at a time; the forward and
+    // backward programs do not overlap, so the larger of the two is the peak.
+    let group_peak = |c: &[(u64, u64)]| {
+        c.iter()
+            .map(|x| x.0)
+            .sum::<u64>()
+            .max(c.iter().map(|x| x.1).sum::<u64>())
     };
+    let sc_stack_peak = if serial == 0 {
+        group_peak(&sc_stack_bytes)
+    } else {
+        sc_stack_bytes.chunks(serial).map(group_peak).max().unwrap_or(0)
+    };
+    let table_bytes = hbm_tables;
     hbm_tables += sc_stack_peak;
     let dense_params: u64 = fwd_ops.iter().map(|o| o.hbm_unpadded).sum::<u64>();
     let activations = b * (emb_width + w.dense.bottom.iter().sum::<u64>() + w.dense.top.iter().sum::<u64>()) * 4 * 2;
-    peak.insert("hbm".to_string(), hbm_tables + dense_params * 3 + activations);
+    // Heap: dense weights with their optimizer state, and the prefetched inputs of every batch in
+    // flight (COO entries of 12 bytes, dense features, labels).
+    let input_bytes = steps_work.iter().map(|s| s.ids).max().unwrap_or(0) * 12 + b * (w.dense.dense_features + 1) * 4;
+    let prefetched = input_bytes * w.host.prefetch.max(1) as u64;
+    let heap = dense_params * 3 + prefetched;
+    peak.insert("hbm".to_string(), hbm_tables + heap + activations);
+    let memory_breakdown = vec![
+        ("embedding tables and optimizer slots".to_string(), table_bytes),
+        (
+            format!(
+                "SparseCore HBM stack ({})",
+                if serial == 0 {
+                    "all stacks live".to_string()
+                } else {
+                    format!("{serial} stack(s) at a time")
+                }
+            ),
+            sc_stack_peak,
+        ),
+        ("heap: dense weights and optimizer state".to_string(), dense_params * 3),
+        (
+            format!("heap: prefetched inputs ({} batches)", w.host.prefetch.max(1)),
+            prefetched,
+        ),
+        ("activations".to_string(), activations),
+    ];
     capacity.insert("hbm".to_string(), chip.hbm_bytes);
     peak.insert(
         "vmem".to_string(),
@@ -655,9 +767,55 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         "tilespmem".to_string(),
         chip.sc_tilespmem_bytes_available - sim_sparsecore::limits::compile::TILESPMEM_ROW_RESERVE_BYTES,
     );
+    if peak["hbm"] > chip.hbm_bytes {
+        warnings.push(format!(
+            "out of HBM: {} B needed of {} B ({}); shard over more chips, serialise tables (xla_sc_num_serialized_tables_to_optimize_hbm), lower maximum_parallel_iterations or the limits",
+            peak["hbm"],
+            chip.hbm_bytes,
+            memory_breakdown
+                .iter()
+                .map(|(k, v)| format!("{k} {v} B"))
+                .collect::<Vec<_>>()
+                .join(", ")
+        ));
+    }
+    // Ids outside their vocabulary: an error with the check on, silent garbage without it.
+    let id_check_failed = w.xla_sparse_core_enable_id_bound_check && out_of_range_count > 0;
+    if out_of_range_count > 0 {
+        let first = out_of_range
+            .iter()
+            .map(|(step, o)| {
+                format!(
+                    "step {step} feature {} sample {}: id {} in table {} of {} rows",
+                    o.feature, o.sample, o.id, o.table, o.vocab
+                )
+            })
+            .collect::<Vec<_>>()
+            .join("; ");
+        warnings.push(if w.xla_sparse_core_enable_id_bound_check {
+            format!("id bound check failed: {out_of_range_count} ids outside their table's vocabulary ({first})")
+        } else {
+            format!(
+                "{out_of_range_count} ids outside their table's vocabulary went unchecked ({first}); set xla_sparse_core_enable_id_bound_check = true to stop on them"
+            )
+        });
+    }
     let fits = fits_compile
         && peak.iter().all(|(k, v)| *v <= capacity[k])
-        && !limits.iter().any(|l| l.runtime == "would_abort");
+        && !limits.iter().any(|l| l.runtime == "would_abort")
+        && !id_check_failed;
+
+    // Start-up: tables (with slots) initialised on the host and copied over PCIe (the two overlap in
+    // chunks), or written on the device at HBM bandwidth.
+    let on_device = w.enable_fast_table_initialization || !w.initialize_tables_on_host;
+    let startup_ps = if on_device {
+        table_bytes.saturating_mul(1_000_000) / (chip.hbm_bytes_per_s / 1_000_000).max(1)
+    } else {
+        let fill = table_bytes.saturating_mul(1_000_000)
+            / (ASSUMED_HOST_INIT_BYTES_PER_S_PER_THREAD * w.host.threads as u64 / 1_000_000).max(1);
+        let copy = table_bytes.saturating_mul(1_000_000) / (chip.host_link_bytes_per_s / 1_000_000).max(1);
+        fill.max(copy)
+    };
 
     let step_s = step_ps as f64 / 1e12;
     let summary = RunSummary {
@@ -695,6 +853,29 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 .collect()
         })
         .unwrap_or_default();
+    let sc_ps = |cycles: u64| cycles * 1_000_000 / (sc.clock_hz / 1_000_000).max(1);
+    let parts_per_chip = chip.sparsecores_per_chip.max(1);
+    let straggler_text = if straggler.1 > 1.25 {
+        format!(
+            "SC {} of chip {} (partition {}) is the straggler: {:.2}x the mean partition's ids; {}",
+            straggler.0 % parts_per_chip,
+            straggler.2,
+            straggler.0,
+            straggler.1,
+            if w.shuffle_ids {
+                "ids are already shuffled: a single hot id is the cause; lower its valency or split the feature"
+            } else {
+                "hot ids share its partition; shuffle_ids = true spreads them"
+            }
+        )
+    } else {
+        format!(
+            "no straggler: the busiest partition (SC {} of chip {}) takes {:.2}x the mean partition's ids",
+            straggler.0 % parts_per_chip,
+            straggler.2,
+            straggler.1.max(1.0)
+        )
+    };
     let mut result = RunResult {
         summary,
         recorder,
@@ -702,10 +883,37 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         chip_constants,
         padding_per_buffer,
         step_times,
+        knobs: Vec::new(),
+        warnings,
+        memory_breakdown,
+        startup_ps,
+        straggler: straggler_text,
+        nan: None,
     };
     if opts.functional {
-        result.summary.loss = crate::functional::train(w, &result.step_times)?;
+        let t = crate::functional::train(w, &result.step_times)?;
+        result.summary.loss = t.losses;
+        if let Some(n) = t.nan {
+            result.summary.fits = false;
+            result.nan = Some(n);
+        }
     }
+    result.knobs = crate::knobs::knob_report(
+        w,
+        &result,
+        &crate::knobs::KnobCosts {
+            stacks: stack_defs.iter().map(|s| (s.name.clone(), s.tables.len())).collect(),
+            serial_groups: groups,
+            sc_stack_peak,
+            prefetched_bytes: prefetched,
+            id_check_ps: id_check_ps_step,
+            nan_check_ps: sc_ps(nan_cycles_step),
+            quantization_ps: sc_ps(quant_cycles_step),
+            table_ids_per_sc: table_ids_max,
+            out_of_range: out_of_range_count,
+            chip_buffer_fill,
+        },
+    );
     Ok(result)
 }
 

@@ -1,5 +1,7 @@
 //! Workload specs (TOML or JSON) and the built-in presets.
 
+use std::collections::BTreeMap;
+
 use serde::{Deserialize, Serialize};
 use sim_sparsecore::model::Optimizer;
 use sim_sparsecore::preprocess::Combiner;
@@ -105,6 +107,11 @@ pub enum IdDist {
         fraction: f64,
         /// Hot set size.
         size: u64,
+        /// 0 (default): hot ids scattered over the vocabulary. n: hot ids are multiples of n (ids
+        /// bucketed or pre-hashed with a stride), so with n a multiple of the SparseCore count they all
+        /// land on one mod-sharded partition: the guide's data-skew case.
+        #[serde(default)]
+        stride: u64,
     },
     /// Real ids from NPZ files in the preprocess contract (the feature's array), one file per step,
     /// cycled; the rows must equal the batch per chip.
@@ -149,8 +156,19 @@ pub struct DenseModel {
     pub top: Vec<u64>,
 }
 
+/// How a batch over its limits is split into SparseCore passes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum MinibatchDimension {
+    /// jax-tpu-embedding's vocabulary-dimension minibatching (hash buckets of ids).
+    #[default]
+    Vocabulary,
+    /// The guide's roadmap item: split each SparseCore's samples into groups (one pass each).
+    Sample,
+}
+
 /// Limits in force.
-#[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct LimitsDef {
     /// max_ids_per_partition for every stack (default: 256, jax-tpu-embedding's default).
@@ -169,10 +187,56 @@ pub struct LimitsDef {
     /// FDO stats; per-stack values there override the two defaults above.
     #[serde(default)]
     pub file: Option<std::path::PathBuf>,
+    /// SparsecoreConfig: ids one chip may hold per sample, over every table of a stack; the static
+    /// CSR buffer is this x the chip's samples (ids after padding each partition to 8 must fit).
+    #[serde(default = "sixty_four")]
+    pub max_ids_per_chip_per_sample: u32,
+    /// SparsecoreConfig: per table, the ids one SparseCore sends to all of the table's partitions in a
+    /// step (duplicates across samples counted). Also caps the stack's per-partition limit.
+    #[serde(default)]
+    pub max_ids_per_table: BTreeMap<String, u32>,
+    /// SparsecoreConfig: as `max_ids_per_table`, for unique ids.
+    #[serde(default)]
+    pub max_unique_ids_per_table: BTreeMap<String, u32>,
+    /// Minibatching along the vocabulary (default, what jax-tpu-embedding does) or along samples.
+    #[serde(default)]
+    pub minibatching_dimension: MinibatchDimension,
+}
+
+impl Default for LimitsDef {
+    fn default() -> Self {
+        LimitsDef {
+            max_ids_per_partition: None,
+            max_unique_ids_per_partition: None,
+            allow_id_dropping: false,
+            enable_minibatching: true,
+            file: None,
+            max_ids_per_chip_per_sample: 64,
+            max_ids_per_table: BTreeMap::new(),
+            max_unique_ids_per_table: BTreeMap::new(),
+            minibatching_dimension: MinibatchDimension::Vocabulary,
+        }
+    }
 }
 
 fn yes() -> bool {
     true
+}
+fn sixty_four() -> u32 {
+    64
+}
+
+/// `SparseDenseMatmulOp`'s simulated quantization: rows are quantised to `num_buckets` levels over
+/// [low, high] (clipped) and dequantised before use.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct QuantizationDef {
+    /// Levels (256 for int8).
+    pub quantization_config_num_buckets: u32,
+    /// Lowest representable value.
+    pub quantization_config_low: f32,
+    /// Highest representable value.
+    pub quantization_config_high: f32,
 }
 
 /// The host's input pipeline.
@@ -182,8 +246,9 @@ pub struct HostDef {
     /// Preprocessing threads.
     #[serde(default = "four")]
     pub threads: u32,
-    /// Batches preprocessed ahead of the device.
-    #[serde(default = "two")]
+    /// Batches preprocessed ahead of the device (the guide's `maximum_parallel_iterations`): more hides
+    /// host jitter and costs HBM heap for the prefetched inputs.
+    #[serde(default = "two", alias = "maximum_parallel_iterations")]
     pub prefetch: u32,
     /// Ids one thread preprocesses per second (default: tpusim's own measured rate, ~18e6).
     #[serde(default = "ids_rate")]
@@ -252,6 +317,29 @@ pub struct Workload {
     /// groups of this many; lower peak HBM stack, more SparseCore passes. 0: all at once.
     #[serde(default)]
     pub xla_sc_num_serialized_tables_to_optimize_hbm: u32,
+    /// The guide's skew mitigation: remap ids through a fixed bijection of each table's vocabulary
+    /// before sharding, so hot ids that shared a partition spread over all of them.
+    #[serde(default)]
+    pub shuffle_ids: bool,
+    /// SparsecoreConfig: initialise tables on the host and copy them over PCIe (default true).
+    #[serde(default = "yes")]
+    pub initialize_tables_on_host: bool,
+    /// SparsecoreConfig: initialise tables on the TPU itself (faster start-up).
+    #[serde(default)]
+    pub enable_fast_table_initialization: bool,
+    /// XLA flag: the host checks every id against its table's vocabulary (costs host time per id).
+    #[serde(default)]
+    pub xla_sparse_core_enable_id_bound_check: bool,
+    /// XLA flag: the SparseCore checks activations and gradients for NaN (costs SparseCore time; in
+    /// functional mode the run stops at the first NaN and says where it came from).
+    #[serde(default)]
+    pub xla_sc_detect_nan: bool,
+    /// Simulated quantization of looked-up rows (functional mode applies it; the SparseCore pays for it).
+    #[serde(default)]
+    pub quantization: Option<QuantizationDef>,
+    /// Learning rate of functional mode (default 0.05).
+    #[serde(default)]
+    pub functional_learning_rate: Option<f32>,
 }
 
 const PRESETS: &[(&str, &str)] = &[
@@ -366,7 +454,39 @@ impl Workload {
                 return bad(format!("tables.{}: vocab and dim must be positive", t.name));
             }
         }
-        if self.host.threads == 0 || self.host.ids_per_s_per_thread <= 0.0 {
+        for (k, m) in [
+            ("max_ids_per_table", &self.limits.max_ids_per_table),
+            ("max_unique_ids_per_table", &self.limits.max_unique_ids_per_table),
+        ] {
+            for (t, v) in m {
+                if !self.tables.iter().any(|x| &x.name == t) {
+                    return bad(format!("limits.{k}: unknown table '{t}'"));
+                }
+                if *v == 0 {
+                    return bad(format!("limits.{k}.{t} must be at least 1"));
+                }
+            }
+        }
+        if self.limits.max_ids_per_chip_per_sample == 0 {
+            return bad("limits.max_ids_per_chip_per_sample must be at least 1".into());
+        }
+        if let Some(q) = &self.quantization {
+            if q.quantization_config_num_buckets < 2
+                || !(q.quantization_config_low < q.quantization_config_high)
+                || !q.quantization_config_low.is_finite()
+                || !q.quantization_config_high.is_finite()
+            {
+                return bad("quantization: needs num_buckets >= 2 and finite low < high".into());
+            }
+        }
+        if let Some(lr) = self.functional_learning_rate {
+            if !lr.is_finite() || lr <= 0.0 {
+                return bad("functional_learning_rate must be a finite positive number".into());
+            }
+        }
+        if self.host.threads == 0
+            || !(self.host.ids_per_s_per_thread > 0.0 && self.host.ids_per_s_per_thread.is_finite())
+        {
             return bad("host.threads and host.ids_per_s_per_thread must be positive".into());
         }
         Ok(())

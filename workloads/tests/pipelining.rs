@@ -99,7 +99,7 @@ fn functional_without_staleness_equals_a_plain_training_loop() {
     let mut reference = Vec::new();
     for i in 0..w.steps {
         let batch = samples(&w, i, FUNCTIONAL_SAMPLES);
-        let (loss, updates) = step(&w, &mut model, &batch);
+        let (loss, updates) = step(&w, &mut model, &batch).unwrap();
         reference.push(loss as f64);
         workloads::functional::apply(&mut model, &updates);
     }

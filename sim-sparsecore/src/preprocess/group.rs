@@ -489,6 +489,8 @@ pub(super) fn fill_stack(
         out.gains = vec![f32::NAN; buffer * ldev];
     }
     let per_sc = buffer / nsc;
+    out.ids_per_partition = vec![0; num_scs as usize];
+    out.unique_per_partition = vec![0; num_scs as usize];
     for (d, scs) in g.devices.iter_mut().enumerate() {
         // Statistics.
         let mut max_ids = vec![0u32; num_scs as usize];
@@ -501,6 +503,8 @@ pub(super) fn fill_stack(
                 max_ids[p] = max_ids[p].max(ids);
                 max_unique[p] = max_unique[p].max(uniq);
                 required[s] += round8(ids as u64) as u32;
+                out.ids_per_partition[p] += ids as u64;
+                out.unique_per_partition[p] += uniq as u64;
             }
             out.ids_per_sc.push(sc.ids.iter().sum());
             out.unique_per_sc.push(sc.unique.iter().sum());

@@ -107,6 +107,13 @@ pub struct StackOutput {
     /// Per local SparseCore: unique ids summed over partitions.
     #[serde(skip)]
     pub unique_per_sc: Vec<u32>,
+    /// Per global partition (destination SparseCore): ids after dedup, summed over every local source
+    /// SparseCore; the load a partition's owner sees, so skew shows here and not in `ids_per_sc`.
+    #[serde(skip)]
+    pub ids_per_partition: Vec<u64>,
+    /// Per global partition: unique ids summed over local source SparseCores.
+    #[serde(skip)]
+    pub unique_per_partition: Vec<u64>,
 }
 
 /// The result of preprocessing one batch.

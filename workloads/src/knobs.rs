@@ -1,0 +1,247 @@
+//! The SparseCore guide's knobs as a run report: each knob's setting and what it did in this run.
+
+use std::collections::BTreeMap;
+
+use crate::program::RunResult;
+use crate::spec::{Dtype, MinibatchDimension, Pipelining, Workload};
+
+/// Figures of a run the knob report needs beyond the summary.
+#[derive(Clone, Debug, Default)]
+pub struct KnobCosts {
+    /// Stacks: name, tables.
+    pub stacks: Vec<(String, usize)>,
+    /// SparseCore passes the serialised table groups make.
+    pub serial_groups: u64,
+    /// Peak SparseCore HBM stack, bytes.
+    pub sc_stack_peak: u64,
+    /// Heap held by prefetched inputs, bytes.
+    pub prefetched_bytes: u64,
+    /// Host time of the id bound check per step, ps.
+    pub id_check_ps: u64,
+    /// SparseCore time of NaN checks per step, ps.
+    pub nan_check_ps: u64,
+    /// SparseCore time of simulated quantization per step, ps.
+    pub quantization_ps: u64,
+    /// Per table: largest ids / unique ids one SparseCore sent the table in a step.
+    pub table_ids_per_sc: BTreeMap<String, (u64, u64)>,
+    /// Ids outside their vocabulary over the run.
+    pub out_of_range: u64,
+    /// Largest fill of a stack's static CSR buffer (padded ids / max_ids_per_chip_per_sample x rows).
+    pub chip_buffer_fill: f64,
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+}
+
+fn us(ps: u64) -> String {
+    format!("{:.2} us", ps as f64 / 1e6)
+}
+
+fn table_map(m: &BTreeMap<String, u32>) -> String {
+    if m.is_empty() {
+        "none".into()
+    } else {
+        m.iter().map(|(k, v)| format!("{k}={v}")).collect::<Vec<_>>().join(", ")
+    }
+}
+
+/// Knob, setting, effect: one row per knob of the SparseCore guide.
+pub fn knob_report(w: &Workload, r: &RunResult, c: &KnobCosts) -> Vec<(String, String, String)> {
+    let s = &r.summary;
+    let mut k: Vec<(String, String, String)> = Vec::new();
+    let mut row = |name: &str, setting: String, effect: String| k.push((name.to_string(), setting, effect));
+    let sizes: Vec<usize> = c.stacks.iter().map(|x| x.1).collect();
+    row(
+        "disable_table_stacking",
+        w.disable_table_stacking.to_string(),
+        format!(
+            "{} stacks of {} tables ({} SparseCore passes per step before minibatching); tables per stack {:?}",
+            c.stacks.len(),
+            sizes.iter().sum::<usize>(),
+            c.stacks.len(),
+            sizes
+        ),
+    );
+    row(
+        "xla_sc_num_serialized_tables_to_optimize_hbm",
+        w.xla_sc_num_serialized_tables_to_optimize_hbm.to_string(),
+        format!(
+            "SparseCore HBM stack peak {} in {} serial group(s) (each extra group a barrier)",
+            mib(c.sc_stack_peak),
+            c.serial_groups
+        ),
+    );
+    row(
+        "tf_xla_disable_full_embedding_pipelining",
+        (w.pipelining == Pipelining::Sequential).to_string(),
+        format!(
+            "step {:.1} us, TC/SC overlap {:.0}%{}",
+            s.step_time_us,
+            s.overlap_fraction * 100.0,
+            if w.pipelining == Pipelining::Pipelined {
+                ", SparseCore sees gradients two steps stale"
+            } else {
+                ""
+            }
+        ),
+    );
+    let observed_ids = s.limits.iter().map(|l| l.observed_max_ids).max().unwrap_or(0);
+    let observed_unique = s.limits.iter().map(|l| l.observed_max_unique_ids).max().unwrap_or(0);
+    row(
+        "max_ids_per_partition / max_unique_ids_per_partition",
+        format!(
+            "{} / {}{}",
+            w.limits.max_ids_per_partition.unwrap_or(256),
+            w.limits.max_unique_ids_per_partition.unwrap_or(256),
+            if w.limits.file.is_some() {
+                " (limits file per stack)"
+            } else {
+                ""
+            }
+        ),
+        format!(
+            "observed up to {observed_ids} / {observed_unique}; {} minibatch(es) per step",
+            s.minibatches_per_step
+        ),
+    );
+    row(
+        "max_ids_per_chip_per_sample",
+        w.limits.max_ids_per_chip_per_sample.to_string(),
+        format!("static CSR buffer at most {:.0}% full", c.chip_buffer_fill * 100.0),
+    );
+    let tables: Vec<String> = c
+        .table_ids_per_sc
+        .iter()
+        .filter(|(t, _)| {
+            w.limits.max_ids_per_table.contains_key(*t) || w.limits.max_unique_ids_per_table.contains_key(*t)
+        })
+        .map(|(t, (i, u))| format!("{t}: {i} ids / {u} unique per SparseCore"))
+        .collect();
+    row(
+        "max_ids_per_table / max_unique_ids_per_table",
+        format!(
+            "{} / {}",
+            table_map(&w.limits.max_ids_per_table),
+            table_map(&w.limits.max_unique_ids_per_table)
+        ),
+        if tables.is_empty() {
+            "not set: stacks use the per-partition limits".into()
+        } else {
+            format!(
+                "observed {}; they cap the stacks' per-partition limits",
+                tables.join(", ")
+            )
+        },
+    );
+    row(
+        "allow_id_dropping",
+        w.limits.allow_id_dropping.to_string(),
+        format!("{} ids dropped per step", s.dropped_ids_per_step),
+    );
+    row(
+        "minibatching_dimension",
+        format!("{:?}", w.limits.minibatching_dimension).to_lowercase(),
+        format!(
+            "{} pass(es) per step for the most split stack{}",
+            s.minibatches_per_step,
+            if w.limits.minibatching_dimension == MinibatchDimension::Sample {
+                "; unique ids are deduplicated per sample group"
+            } else {
+                ""
+            }
+        ),
+    );
+    row(
+        "host threads / maximum_parallel_iterations",
+        format!("{} / {}", w.host.threads, w.host.prefetch),
+        format!(
+            "host busy {:.0}%; prefetched inputs hold {} of HBM heap",
+            s.busy_fraction.host * 100.0,
+            mib(c.prefetched_bytes)
+        ),
+    );
+    row("shuffle_ids", w.shuffle_ids.to_string(), r.straggler.clone());
+    let bf16 = w.tables.iter().filter(|t| t.dtype == Dtype::Bf16).count();
+    row(
+        "table dtype",
+        format!("{bf16} of {} tables bf16", w.tables.len()),
+        format!("{} HBM bytes per step per chip", s.hbm_bytes_per_step),
+    );
+    let (padded, unpadded) = r
+        .padding_per_buffer
+        .iter()
+        .filter(|(n, _, _)| n.starts_with("table "))
+        .fold((0u64, 0u64), |a, (_, p, u)| (a.0 + p, a.1 + u));
+    row(
+        "padding (dims to 8 f32, vocabularies to the SparseCore count)",
+        "fixed".into(),
+        format!(
+            "{} of table HBM is padding ({:.1}%); {:.1}% of HBM traffic per step",
+            mib(padded.saturating_sub(unpadded)),
+            padded.saturating_sub(unpadded) as f64 * 100.0 / padded.max(1) as f64,
+            s.hbm_padding_bytes_per_step as f64 * 100.0 / s.hbm_bytes_per_step.max(1) as f64
+        ),
+    );
+    row(
+        "quantization_config_num_buckets / _low / _high",
+        w.quantization.as_ref().map_or("off".into(), |q| {
+            format!(
+                "{} / {} / {}",
+                q.quantization_config_num_buckets, q.quantization_config_low, q.quantization_config_high
+            )
+        }),
+        if w.quantization.is_some() {
+            format!(
+                "+{} SparseCore time per step{}",
+                us(c.quantization_ps),
+                s.loss.last().map_or(String::new(), |l| format!("; final loss {l:.4}"))
+            )
+        } else {
+            "rows used at full precision".into()
+        },
+    );
+    row(
+        "initialize_tables_on_host / enable_fast_table_initialization",
+        format!(
+            "{} / {}",
+            w.initialize_tables_on_host, w.enable_fast_table_initialization
+        ),
+        format!(
+            "start-up {:.1} ms ({})",
+            r.startup_ps as f64 / 1e9,
+            if w.enable_fast_table_initialization || !w.initialize_tables_on_host {
+                "tables written on the device at HBM bandwidth"
+            } else {
+                "tables filled on the host and copied over PCIe"
+            }
+        ),
+    );
+    row(
+        "xla_sparse_core_enable_id_bound_check",
+        w.xla_sparse_core_enable_id_bound_check.to_string(),
+        if w.xla_sparse_core_enable_id_bound_check {
+            format!(
+                "+{} host time per step; {} ids out of range",
+                us(c.id_check_ps),
+                c.out_of_range
+            )
+        } else {
+            format!("{} ids out of range went unchecked", c.out_of_range)
+        },
+    );
+    row(
+        "xla_sc_detect_nan",
+        w.xla_sc_detect_nan.to_string(),
+        if w.xla_sc_detect_nan {
+            format!(
+                "+{} SparseCore time per step; {}",
+                us(c.nan_check_ps),
+                r.nan.clone().unwrap_or_else(|| "no NaN seen".into())
+            )
+        } else {
+            "no checks".into()
+        },
+    );
+    k
+}
