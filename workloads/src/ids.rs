@@ -293,3 +293,28 @@ pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
     }
     out
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shuffle_is_a_bijection_of_the_vocabulary() {
+        for vocab in [1u64, 2, 7, 16, 100, 4096, 5000, 65_537] {
+            for salt in 0..3 {
+                let mut seen: Vec<u64> = (0..vocab).map(|i| shuffle_id(i, vocab, salt)).collect();
+                seen.sort_unstable();
+                assert_eq!(seen, (0..vocab).collect::<Vec<_>>(), "vocab {vocab} salt {salt}");
+            }
+        }
+    }
+
+    #[test]
+    fn shuffle_spreads_ids_of_one_residue() {
+        // 64 ids that are all 0 mod 16 land on 16 partitions after shuffling.
+        let mut parts: Vec<u64> = (0..64).map(|k| shuffle_id(k * 16, 1_000_000, 0) % 16).collect();
+        parts.sort_unstable();
+        parts.dedup();
+        assert!(parts.len() >= 12, "{parts:?}");
+    }
+}

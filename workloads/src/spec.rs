@@ -472,7 +472,7 @@ impl Workload {
         }
         if let Some(q) = &self.quantization {
             if q.quantization_config_num_buckets < 2
-                || !(q.quantization_config_low < q.quantization_config_high)
+                || q.quantization_config_low >= q.quantization_config_high
                 || !q.quantization_config_low.is_finite()
                 || !q.quantization_config_high.is_finite()
             {

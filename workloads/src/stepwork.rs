@@ -181,6 +181,11 @@ fn sample_step(
     let mut k = 1usize;
     loop {
         let mut acc: BTreeMap<String, StackStep> = BTreeMap::new();
+        for f in &mut trial.features {
+            if let Some(r) = f.input_shape.first_mut() {
+                *r = (rows / k) as u64;
+            }
+        }
         for j in 0..k {
             let group = if k == 1 {
                 batch.clone()
@@ -213,7 +218,7 @@ fn sample_step(
             }
         }
         let next = k * 2;
-        let can_split = (next as u64) <= MAX_SAMPLE_MINIBATCHES && (rows / scs.max(1)) % next == 0;
+        let can_split = (next as u64) <= MAX_SAMPLE_MINIBATCHES && (rows / scs.max(1)).is_multiple_of(next);
         for (n, mut st) in acc {
             if resolved.contains_key(&n) {
                 continue;
@@ -345,21 +350,24 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
                 let over = observed - limit as u64;
                 if w.limits.allow_id_dropping {
                     st.dropped += over;
-                    if st.runtime == "ok" {
+                    if st.runtime == "ok" || st.runtime == "minibatching" {
                         st.runtime = "drops_ids".into();
                     }
                 } else {
                     st.runtime = "would_abort".into();
                 }
-                if st.message.is_empty() {
-                    st.message = format!(
+                let table_msg = format!(
                         "table {}: a SparseCore sends {observed} ids over {what} = {limit}{}; raise {what}.{} to at least {}",
                         t.name,
                         if w.limits.allow_id_dropping { " (the excess is dropped)" } else { "" },
                         t.name,
                         observed.div_ceil(8) * 8
                     );
-                }
+                st.message = if st.message.is_empty() {
+                    table_msg
+                } else {
+                    format!("{table_msg}; {}", st.message)
+                };
             }
         }
     }
