@@ -10,7 +10,7 @@ use workloads::{simulate, Pipelining, RunOptions, RunResult, Workload};
 pub struct Args {
     /// Workload file (TOML or JSON).
     pub workload: Option<PathBuf>,
-    /// A built-in workload: dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy.
+    /// A built-in workload: dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy, skewed.
     #[arg(long, conflicts_with = "workload")]
     pub preset: Option<String>,
     /// Chip preset (overrides the workload's).
@@ -43,6 +43,57 @@ pub struct Args {
     /// Write summary.json, report.md, report.html and plots into this directory.
     #[arg(long, value_name = "DIR")]
     pub report: Option<PathBuf>,
+    /// Override a workload field for a what-if, by its path in the workload file: `shuffle_ids=true`,
+    /// `limits.max_ids_per_chip_per_sample=128`, `host.threads=2`, `tables.0.dtype=bf16` (repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
+}
+
+/// Applies `KEY=VALUE` overrides: the value is read as JSON (numbers, booleans, arrays, objects) or,
+/// failing that, as a string; KEY is a dotted path (array elements by index).
+pub fn apply_overrides(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
+    if sets.is_empty() {
+        return Ok(w.clone());
+    }
+    let mut v = serde_json::to_value(w)?;
+    for s in sets {
+        let (key, value) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set {s}: expected KEY=VALUE"))?;
+        let value: serde_json::Value =
+            serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        let mut cur = &mut v;
+        let parts: Vec<&str> = key.split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            cur = match cur {
+                serde_json::Value::Object(m) => {
+                    if last {
+                        m.insert(part.to_string(), value.clone());
+                        break;
+                    }
+                    m.entry(part.to_string())
+                        .or_insert_with(|| serde_json::Value::Object(Default::default()))
+                }
+                serde_json::Value::Array(a) => {
+                    let idx: usize = part
+                        .parse()
+                        .ok()
+                        .filter(|&i| i < a.len())
+                        .ok_or_else(|| anyhow::anyhow!("--set {s}: '{part}' is not an index below {}", a.len()))?;
+                    if last {
+                        a[idx] = value.clone();
+                        break;
+                    }
+                    &mut a[idx]
+                }
+                _ => anyhow::bail!("--set {s}: '{}' is not a table", parts[..i].join(".")),
+            };
+        }
+    }
+    let w: Workload = serde_json::from_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+    w.validate()?;
+    Ok(w)
 }
 
 /// The report input of a run (one Gantt panel per run given).
@@ -98,6 +149,7 @@ pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
             Pipelining::Pipelined
         };
     }
+    let w = apply_overrides(&w, &args.set)?;
     w.validate()?;
     Ok(w)
 }

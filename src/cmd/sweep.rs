@@ -52,6 +52,9 @@ pub struct Args {
     /// Worker threads (default: all cores).
     #[arg(short = 'j', long)]
     pub jobs: Option<usize>,
+    /// Override a workload field for every configuration (as `tpusim run --set`; repeatable).
+    #[arg(long = "set", value_name = "KEY=VALUE")]
+    pub set: Vec<String>,
     /// Output directory (sweep.csv, sweep.json, sweep.svg).
     #[arg(short = 'o', long)]
     pub output: PathBuf,
@@ -125,6 +128,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         json: false,
         trace: None,
         report: None,
+        set: args.set.clone(),
     };
     let mut base = super::run::load_workload(&base_args)?;
     if let Some(file) = &args.limits {

@@ -572,11 +572,13 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let busy =
         |pred: &dyn Fn(&Span) -> bool| union_in(&recorder.spans, pred, window) as f64 / (window.1 - window.0) as f64;
     let sc_tracks: Vec<String> = (0..chip.sparsecores_per_chip).map(|s| format!("SC {s}")).collect();
-    let sc_busy: f64 = sc_tracks
+    let sc_each: Vec<f64> = sc_tracks
         .iter()
         .map(|t| busy(&|s: &Span| &s.track.thread == t && s.category.starts_with("sc")))
-        .sum::<f64>()
-        / sc_tracks.len() as f64;
+        .collect();
+    let sc_busy = sc_each.iter().sum::<f64>() / sc_tracks.len() as f64;
+    // The SparseCore stage ends with its slowest SparseCore: that one is the SparseCore's bottleneck.
+    let sc_peak = (0..sc_each.len()).fold(0, |b, i| if sc_each[i] > sc_each[b] { i } else { b });
     let tc_busy = busy(&|s: &Span| s.track.thread == "TC");
     let both = intersect_in(
         &recorder.spans,
@@ -837,7 +839,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         dropped_ids_per_step: dropped_total / w.steps as u64,
         loss: Vec::new(),
     };
-    let bottleneck = bottleneck_sentence(&summary, w);
+    let bottleneck = bottleneck_sentence(&summary, w, (sc_peak, sc_each.get(sc_peak).copied().unwrap_or(0.0)));
     let chip_constants = chip_full
         .to_json()
         .as_object()
@@ -1005,11 +1007,14 @@ fn intersect_in(spans: &[Span], p: &dyn Fn(&Span) -> bool, q: &dyn Fn(&Span) -> 
     total
 }
 
-fn bottleneck_sentence(s: &RunSummary, w: &Workload) -> String {
+/// Names the busiest unit kind; the SparseCores count by their busiest one (`sc_peak`: index, busy),
+/// since every SparseCore waits for it.
+fn bottleneck_sentence(s: &RunSummary, w: &Workload, sc_peak: (usize, f64)) -> String {
     let b = &s.busy_fraction;
     let pct = |x: f64| format!("{:.0}%", x * 100.0);
+    let straggling = sc_peak.1 > b.sc * 1.15;
     let kinds = [
-        ("SparseCore", b.sc),
+        ("SparseCore", sc_peak.1.max(b.sc)),
         ("TensorCore", b.tc),
         ("host input pipeline", b.host),
         ("ICI", b.ici),
@@ -1020,6 +1025,7 @@ fn bottleneck_sentence(s: &RunSummary, w: &Workload) -> String {
         .copied()
         .fold(("", -1.0), |acc, k| if k.1 > acc.1 { k } else { acc });
     let advice = match name {
+        "SparseCore" if straggling => "its busiest SparseCore is a straggler: spread hot ids (shuffle_ids = true) or give the hottest features their own tables",
         "SparseCore" => match w.pipelining {
             Pipelining::Sequential => "enable pipelining to overlap it with the TensorCore, raise max_unique_ids_per_partition only if ids are dropped, or shard over more chips",
             Pipelining::Pipelined => "shard the tables over more chips, use bf16 tables, or cut the valency of the heaviest features",
@@ -1030,8 +1036,13 @@ fn bottleneck_sentence(s: &RunSummary, w: &Workload) -> String {
         _ => "reduce padding (align dims to 8 f32) or use bf16 tables",
     };
     format!(
-        "{name}-bound: SC busy {}, TC {}, host {}, ICI {}, HBM {}; {advice}.",
+        "{name}-bound: SC busy {}{}, TC {}, host {}, ICI {}, HBM {}; {advice}.",
         pct(b.sc),
+        if straggling {
+            format!(" (SC {} {})", sc_peak.0, pct(sc_peak.1))
+        } else {
+            String::new()
+        },
         pct(b.tc),
         pct(b.host),
         pct(b.ici),

@@ -13,7 +13,7 @@ pub enum WorkloadError {
     #[error("workload: {0}")]
     Spec(String),
     /// A preset name is unknown.
-    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy")]
+    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy, skewed")]
     UnknownPreset(String),
     /// Something the simulation called failed.
     #[error("{0}")]
@@ -348,6 +348,7 @@ const PRESETS: &[(&str, &str)] = &[
     ("dlrm-dcnv2", include_str!("../presets/dlrm-dcnv2.toml")),
     ("balanced", include_str!("../presets/balanced.toml")),
     ("tc-heavy", include_str!("../presets/tc-heavy.toml")),
+    ("skewed", include_str!("../presets/skewed.toml")),
 ];
 
 impl Workload {
