@@ -228,6 +228,9 @@ pub struct Engine {
     /// The first task added with a bad resource; [`Engine::run`] reports it.
     pub(crate) first_error: Option<EngineError>,
     pub(crate) record: bool,
+    /// The run-ready form of the graph (initial task records, successor lists), built by the first
+    /// run and reused by later ones; adding tasks or dependencies drops it.
+    pub(crate) template: std::sync::OnceLock<run::Template>,
 }
 
 impl Engine {
@@ -310,6 +313,7 @@ impl Engine {
             }
         };
         self.dense.push(dense);
+        self.template = std::sync::OnceLock::new();
         let id = self.tasks.insert(task);
         self.ids.push(id);
         id
@@ -326,6 +330,7 @@ impl Engine {
         match (dense(before), dense(after)) {
             (Some(a), Some(b)) => {
                 self.deps.push((a, b));
+                self.template = std::sync::OnceLock::new();
                 Ok(())
             }
             _ => Err(EngineError::UnknownTask),

@@ -141,3 +141,23 @@ fn identical_inputs_give_identical_results() {
     };
     assert_eq!(build(), build());
 }
+
+#[test]
+fn runs_reuse_the_graph_until_it_changes() {
+    let mut e = Engine::new();
+    let u = e.add_unit("chip", "u", ghz(), QueuePolicy::Fifo).unwrap();
+    let a = e.add_task(Task::occupy(u, 1000));
+    let first = e.run().unwrap();
+    assert_eq!(first.makespan, SimTime(1_000_000));
+    // Same graph: the same schedule from the cached template.
+    assert_eq!(e.run().unwrap().makespan, first.makespan);
+    // A new task and dependency must be seen by the next run.
+    let b = e.add_task(Task::occupy(u, 500));
+    assert_eq!(e.run().unwrap().makespan, SimTime(1_500_000));
+    let c = e.add_task(Task::delay(SimTime(10)));
+    e.add_dep(c, a).unwrap();
+    // a now waits for c, so b takes the unit first.
+    let r = e.run().unwrap();
+    assert_eq!(r.end(b), Some(SimTime(500_000)));
+    assert_eq!(r.start(a), Some(SimTime(500_000)));
+}
