@@ -255,6 +255,8 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let mut steps_work = Vec::new();
     let samples_per_sc = w.batch_per_chip() / chip.sparsecores_per_chip.max(1) as u64;
     let mut straggler = (0u32, 0.0f64, 0u32);
+    // At the worst step: the busiest partition's excess ids and the hottest id (table, id, samples).
+    let mut straggler_cause: (f64, Option<(String, i32, u64)>) = (0.0, None);
     let mut out_of_range = Vec::new();
     let mut out_of_range_count = 0u64;
     let mut table_ids_max: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -267,6 +269,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         let cw = crate::stepwork::chip_work(&sw, w.chips, chip.sparsecores_per_chip, samples_per_sc);
         if cw.straggler.1 > straggler.1 {
             straggler = (cw.straggler.0, cw.straggler.1, cw.chip);
+            straggler_cause = (cw.excess_ids, sw.hottest_id.clone());
         }
         for (t, &(i, u)) in &sw.table_ids_per_sc {
             let e = table_ids_max.entry(t.clone()).or_default();
@@ -857,6 +860,13 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         .unwrap_or_default();
     let sc_ps = |cycles: u64| cycles * 1_000_000 / (sc.clock_hz / 1_000_000).max(1);
     let parts_per_chip = chip.sparsecores_per_chip.max(1);
+    // One id every chip sends the same partition cannot be spread by shuffling.
+    let single_id = match &straggler_cause.1 {
+        Some((table, id, n)) if (*n * w.chips as u64) as f64 >= 0.5 * straggler_cause.0 => Some(format!(
+            "one id (table {table}, id {id}, in {n} of the chip's samples) makes most of it; shuffling cannot split one id: minibatch along samples (limits.minibatching_dimension = \"sample\"), lower its valency or give it its own table"
+        )),
+        _ => None,
+    };
     let straggler_text = if straggler.1 > 1.25 {
         format!(
             "SC {} of chip {} (partition {}) is the straggler: {:.2}x the mean partition's ids; {}",
@@ -864,10 +874,10 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             straggler.2,
             straggler.0,
             straggler.1,
-            if w.shuffle_ids {
-                "ids are already shuffled: a single hot id is the cause; lower its valency or split the feature"
-            } else {
-                "hot ids share its partition; shuffle_ids = true spreads them"
+            match (&single_id, w.shuffle_ids) {
+                (Some(s), _) => s.clone(),
+                (None, false) => "hot ids share its partition; shuffle_ids = true spreads them".into(),
+                (None, true) => "ids are already shuffled: several hot ids still share it; raise the number of chips or split the hottest features".into(),
             }
         )
     } else {

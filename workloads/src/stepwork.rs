@@ -65,6 +65,36 @@ pub struct StepWork {
     pub out_of_range: Vec<OutOfRangeId>,
     /// How many ids were outside their vocabulary.
     pub out_of_range_count: u64,
+    /// The most frequent id of the chip's batch: (table, id, samples holding it).
+    pub hottest_id: Option<(String, i32, u64)>,
+}
+
+/// The id held by the most samples (once per sample), over all tables.
+fn hottest_id(w: &Workload, batch: &BatchIds) -> Option<(String, i32, u64)> {
+    let mut best: Option<(String, i32, u64)> = None;
+    for t in &w.tables {
+        let mut counts: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
+        let mut sample: Vec<i32> = Vec::new();
+        for f in w.features.iter().filter(|f| f.table == t.name) {
+            let Some(ids) = batch.get(&f.name) else { continue };
+            for r in 0..ids.rows() {
+                sample.clear();
+                sample.extend_from_slice(&ids.values[ids.row_splits[r]..ids.row_splits[r + 1]]);
+                sample.sort_unstable();
+                sample.dedup();
+                for &v in &sample {
+                    *counts.entry(v).or_default() += 1;
+                }
+            }
+        }
+        // Ties: the smallest id, for determinism.
+        if let Some((&id, &n)) = counts.iter().max_by_key(|(&id, &n)| (n, std::cmp::Reverse(id))) {
+            if best.as_ref().is_none_or(|b| n > b.2) {
+                best = Some((t.name.clone(), id, n));
+            }
+        }
+    }
+    best
 }
 
 /// The rows `[lo, hi)` of a ragged feature.
@@ -378,6 +408,7 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
         table_ids_per_sc: table_ids,
         out_of_range,
         out_of_range_count,
+        hottest_id: hottest_id(w, batch),
     })
 }
 
@@ -390,6 +421,8 @@ pub struct ChipWork {
     pub per_stack: Vec<Vec<ScWork>>,
     /// The busiest partition: (global partition, its load over the mean partition's).
     pub straggler: (u32, f64),
+    /// Ids the busiest partition takes beyond the mean partition, from all chips.
+    pub excess_ids: f64,
 }
 
 /// Scales one chip's partition loads to the load from every chip. The batch of one chip stands for
@@ -475,6 +508,7 @@ pub fn chip_work(sw: &StepWork, chips: u32, sc_per_chip: u32, samples_per_sc: u6
         chip,
         per_stack,
         straggler: (hot as u32, if mean > 0.0 { total[hot] / mean } else { 1.0 }),
+        excess_ids: (total[hot] - mean).max(0.0),
     }
 }
 

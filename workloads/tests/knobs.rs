@@ -335,3 +335,12 @@ fn simulated_quantization_costs_time_and_coarse_levels_cost_loss() {
         .2
         .contains("final loss"));
 }
+
+#[test]
+fn a_single_hot_id_is_named_and_shuffling_is_not_advised() {
+    let mut w = Workload::preset("dlrm-small").unwrap();
+    w.shuffle_ids = true;
+    let r = result(&w, false);
+    assert!(r.straggler.contains("one id (table t2, id 17757"), "{}", r.straggler);
+    assert!(r.straggler.contains("shuffling cannot split one id"));
+}
