@@ -56,10 +56,19 @@ pub fn knob_report(w: &Workload, r: &RunResult, c: &KnobCosts) -> Vec<(String, S
         "disable_table_stacking",
         w.disable_table_stacking.to_string(),
         format!(
-            "{} stacks of {} tables ({} SparseCore passes per step before minibatching); tables per stack {:?}",
+            "{} stacks of {} tables: {} SparseCore passes per step before minibatching and {} all-to-alls each way{}; tables per stack {:?}",
             c.stacks.len(),
             sizes.iter().sum::<usize>(),
             c.stacks.len(),
+            c.stacks.len(),
+            if w.chips > 1 {
+                format!(
+                    " ({:.1} us of collective latency per direction)",
+                    c.stacks.len() as f64 * crate::program::ASSUMED_ICI_COLLECTIVE_LATENCY_PS as f64 / 1e6
+                )
+            } else {
+                String::new()
+            },
             sizes
         ),
     );

@@ -10,7 +10,7 @@ use serde_json::json;
 use sim_core::engine::{Engine, QueuePolicy, ResourceId, Task, TaskId};
 use sim_core::recorder::{ArgValue, Recorder, Span};
 use sim_core::summary::{BusyFraction, RunSummary, StackVerdict};
-use sim_core::time::Clock;
+use sim_core::time::{Clock, SimTime};
 use sim_sparsecore::limits::hbm::{backward_stack_bytes, forward_stack_bytes};
 use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, ScCompileParams};
 use sim_sparsecore::model::{
@@ -24,6 +24,10 @@ use crate::spec::{Interaction, Pipelining, Workload, WorkloadError};
 
 /// Sequencer cycles to start one SparseCore pass (one minibatch of one stack); assumed.
 pub const ASSUMED_PASS_LAUNCH_CYCLES: u64 = 2_000;
+/// Fixed latency of one all-to-all collective over ICI (synchronisation and the first hops before
+/// data streams), ps; assumed. Every stack exchanges its own activations and gradients, so stacking
+/// tables into fewer stacks pays it fewer times.
+pub const ASSUMED_ICI_COLLECTIVE_LATENCY_PS: u64 = 2_000_000;
 /// Host time to check one id against its table's vocabulary, ps per thread (a compare and branch in
 /// the preprocessing loop plus the table lookup of the bound); assumed.
 pub const ASSUMED_ID_BOUND_CHECK_PS_PER_ID: u64 = 1_500;
@@ -370,6 +374,45 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         0
     };
 
+    // Each stack's share of the all-to-all bytes (its features' widths).
+    let stack_width: Vec<u64> = stack_defs
+        .iter()
+        .map(|sd| {
+            w.features
+                .iter()
+                .filter(|f| sd.tables.iter().any(|t| t.name == f.table))
+                .map(|f| w.tables.iter().find(|t| t.name == f.table).map_or(0, |t| t.dim))
+                .sum()
+        })
+        .collect();
+    // One all-to-all per stack, one after another on the links, each paying the collective latency.
+    let all_to_all = |e: &mut Engine, after: TaskId, what: &str, i: usize| -> Result<TaskId, WorkloadError> {
+        let mut prev = after;
+        if w.chips <= 1 {
+            let x = e.add_task(
+                Task::transfer(ici, 0)
+                    .name(format!("all-to-all {what} step {i}"))
+                    .category("ici")
+                    .arg("step", i as i64),
+            );
+            e.add_dep(prev, x).map_err(err)?;
+            return Ok(x);
+        }
+        for (k, sd) in stack_defs.iter().enumerate() {
+            let lat = e.add_task(Task::delay(SimTime(ASSUMED_ICI_COLLECTIVE_LATENCY_PS)));
+            let bytes = a2a_bytes * stack_width[k] / emb_width.max(1);
+            let x = e.add_task(
+                Task::transfer(ici, bytes)
+                    .name(format!("all-to-all {what} {} step {i}", sd.name))
+                    .category("ici")
+                    .arg("step", i as i64),
+            );
+            e.add_dep(prev, lat).map_err(err)?;
+            e.add_dep(lat, x).map_err(err)?;
+            prev = x;
+        }
+        Ok(prev)
+    };
     let mut sc_fwd_done: Vec<TaskId> = Vec::new();
     let mut sc_bwd_done: Vec<TaskId> = Vec::new();
     let mut sc_fwd_start: Vec<TaskId> = Vec::new();
@@ -493,13 +536,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 e.add_dep(t, b_done).map_err(err)?;
             }
         }
-        let a2a_f = e.add_task(
-            Task::transfer(ici, a2a_bytes)
-                .name(format!("all-to-all activations step {i}"))
-                .category("ici")
-                .arg("step", step),
-        );
-        e.add_dep(f_done, a2a_f).map_err(err)?;
+        let a2a_f = all_to_all(&mut e, f_done, "activations", i)?;
         // TensorCore forward and backward, op after op.
         let mut prev = a2a_f;
         if let Some(&t) = tc_bwd_done.last() {
@@ -537,13 +574,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             }
         }
         tc_bwd_done.push(prev);
-        let a2a_b = e.add_task(
-            Task::transfer(ici, a2a_bytes)
-                .name(format!("all-to-all gradients step {i}"))
-                .category("ici")
-                .arg("step", step),
-        );
-        e.add_dep(prev, a2a_b).map_err(err)?;
+        let a2a_b = all_to_all(&mut e, prev, "gradients", i)?;
         e.add_dep(a2a_b, b_start).map_err(err)?;
         e.add_dep(f_done, b_start).map_err(err)?;
         sc_fwd_start.push(f_start);

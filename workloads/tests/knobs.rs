@@ -344,3 +344,21 @@ fn a_single_hot_id_is_named_and_shuffling_is_not_advised() {
     assert!(r.straggler.contains("one id (table t2, id 17757"), "{}", r.straggler);
     assert!(r.straggler.contains("shuffling cannot split one id"));
 }
+
+#[test]
+fn every_stack_pays_its_own_all_to_all() {
+    let w = Workload::preset("dlrm-criteo").unwrap();
+    let stacked = result(&w, false);
+    let mut off = w.clone();
+    off.disable_table_stacking = true;
+    let unstacked = result(&off, false);
+    let a2a =
+        |r: &workloads::RunResult| r.recorder.spans.iter().filter(|s| s.category == "ici").count() / w.steps as usize;
+    assert_eq!(a2a(&stacked), 2 * stacked.summary.limits.len());
+    assert_eq!(a2a(&unstacked), 2 * 26);
+    // 26 collectives each way instead of 2: the latency is no longer hidden behind the TensorCore.
+    assert!(unstacked.summary.step_time_us > 1.3 * stacked.summary.step_time_us);
+    assert!(knob(&unstacked, "disable_table_stacking")
+        .2
+        .contains("26 all-to-alls each way (52.0 us"));
+}
