@@ -14,6 +14,8 @@ pub struct KnobCosts {
     pub serial_groups: u64,
     /// Peak SparseCore HBM stack, bytes.
     pub sc_stack_peak: u64,
+    /// Per stack: the guide's forward and backward HBM stack estimates, bytes.
+    pub stack_hbm: Vec<(String, u64, u64)>,
     /// Heap held by prefetched inputs, bytes.
     pub prefetched_bytes: u64,
     /// Host time of the id bound check per step, ps.
@@ -76,9 +78,16 @@ pub fn knob_report(w: &Workload, r: &RunResult, c: &KnobCosts) -> Vec<(String, S
         "xla_sc_num_serialized_tables_to_optimize_hbm",
         w.xla_sc_num_serialized_tables_to_optimize_hbm.to_string(),
         format!(
-            "SparseCore HBM stack peak {} in {} serial group(s) (each extra group a barrier)",
+            "SparseCore HBM stack peak {} in {} serial group(s) (each extra group a barrier); forward / backward per stack: {}",
             mib(c.sc_stack_peak),
-            c.serial_groups
+            c.serial_groups,
+            c.stack_hbm
+                .iter()
+                .take(6)
+                .map(|(n, f, b)| format!("{n} {} / {}", mib(*f), mib(*b)))
+                .chain((c.stack_hbm.len() > 6).then(|| format!("{} more", c.stack_hbm.len() - 6)))
+                .collect::<Vec<_>>()
+                .join(", ")
         ),
     );
     row(

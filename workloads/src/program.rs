@@ -948,6 +948,11 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             stacks: stack_defs.iter().map(|s| (s.name.clone(), s.tables.len())).collect(),
             serial_groups: groups,
             sc_stack_peak,
+            stack_hbm: stack_defs
+                .iter()
+                .zip(&sc_stack_bytes)
+                .map(|(sd, &(f, b))| (sd.name.clone(), f, b))
+                .collect(),
             prefetched_bytes: prefetched,
             id_check_ps: id_check_ps_step,
             nan_check_ps: sc_ps(nan_cycles_step),
