@@ -82,15 +82,28 @@ pub type BatchIds = BTreeMap<String, FeatureIds>;
 /// `N.values` (int32) + `N.row_splits` (int64), and optional `N.weights` (float32).
 pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     let file = std::fs::File::open(path).map_err(|e| PreprocessError::Input(format!("{}: {e}", path.display())))?;
-    let mut npz = npyz::npz::NpzArchive::new(std::io::BufReader::new(file))
+    let mut npz = zip::ZipArchive::new(std::io::BufReader::new(file))
         .map_err(|e| PreprocessError::Input(format!("{}: not a valid npz file: {e}", path.display())))?;
-    let names: Vec<String> = npz.array_names().map(|s| s.to_string()).collect();
+    let names: Vec<String> = npz
+        .file_names()
+        .filter_map(npyz::npz::array_name_from_file_name)
+        .map(|s| s.to_string())
+        .collect();
     let mut batch = BatchIds::new();
-    let read = |npz: &mut npyz::npz::NpzArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
-        let arr = npz
-            .by_name(key)
-            .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?
-            .ok_or_else(|| PreprocessError::Input(format!("array '{key}' is missing")))?;
+    // Each member is inflated into memory in one read (checksummed in bulk), then parsed from the
+    // slice: element-sized reads through the zip stream cost more than the preprocessing itself.
+    let read = |npz: &mut zip::ZipArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
+        let mut member = match npz.by_name(&npyz::npz::file_name_from_array_name(key)) {
+            Ok(m) => m,
+            Err(zip::result::ZipError::FileNotFound) => {
+                return Err(PreprocessError::Input(format!("array '{key}' is missing")))
+            }
+            Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
+        };
+        let mut bytes = Vec::with_capacity(member.size() as usize);
+        std::io::Read::read_to_end(&mut member, &mut bytes)
+            .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
+        let arr = npyz::NpyFile::new(&bytes[..]).map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
         let shape = arr.shape().to_vec();
         let dtype = arr.dtype();
         let descr = dtype.descr();

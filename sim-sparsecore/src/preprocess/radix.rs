@@ -5,38 +5,45 @@
 const DIGIT_BITS: u32 = 11;
 const LOW_BITS: u32 = 26;
 
-/// Sorts `keys` ascending; `scratch` is reused between calls.
+/// Digits above the low bits: (64 - 26) / 11 rounded up.
+const DIGITS: usize = (64 - LOW_BITS as usize).div_ceil(DIGIT_BITS as usize);
+
+/// Sorts `keys` ascending; `scratch` is reused between calls. One read pass counts every digit;
+/// digits whose keys all fall in one bucket are skipped; each remaining digit is one scatter pass.
 pub fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     if keys.len() < 256 {
         keys.sort_unstable();
         return;
     }
-    let varying = keys.iter().fold(0u64, |acc, &k| acc | (k ^ keys[0])) >> LOW_BITS;
+    const RADIX: usize = 1 << DIGIT_BITS;
+    let mask = (RADIX - 1) as u64;
+    let mut counts = vec![[0usize; RADIX]; DIGITS];
+    for &k in keys.iter() {
+        let high = k >> LOW_BITS;
+        for (d, c) in counts.iter_mut().enumerate() {
+            c[((high >> (d as u32 * DIGIT_BITS)) & mask) as usize] += 1;
+        }
+    }
     scratch.clear();
     scratch.resize(keys.len(), 0);
-    let mut shift = LOW_BITS;
-    let mut counts = vec![0usize; 1 << DIGIT_BITS];
-    while shift < 64 {
-        let digit_mask = ((1u64 << DIGIT_BITS) - 1) << (shift - LOW_BITS);
-        if varying & digit_mask != 0 {
-            counts.iter_mut().for_each(|c| *c = 0);
-            for &k in keys.iter() {
-                counts[((k >> shift) & ((1 << DIGIT_BITS) - 1)) as usize] += 1;
-            }
-            let mut sum = 0;
-            for c in counts.iter_mut() {
-                let x = *c;
-                *c = sum;
-                sum += x;
-            }
-            for &k in keys.iter() {
-                let d = ((k >> shift) & ((1 << DIGIT_BITS) - 1)) as usize;
-                scratch[counts[d]] = k;
-                counts[d] += 1;
-            }
-            std::mem::swap(keys, scratch);
+    let n = keys.len();
+    for (d, c) in counts.iter_mut().enumerate() {
+        if c.iter().any(|&x| x == n) {
+            continue;
         }
-        shift += DIGIT_BITS;
+        let mut sum = 0;
+        for x in c.iter_mut() {
+            let v = *x;
+            *x = sum;
+            sum += v;
+        }
+        let shift = LOW_BITS + d as u32 * DIGIT_BITS;
+        for &k in keys.iter() {
+            let digit = ((k >> shift) & mask) as usize;
+            scratch[c[digit]] = k;
+            c[digit] += 1;
+        }
+        std::mem::swap(keys, scratch);
     }
 }
 
