@@ -28,7 +28,7 @@ pub fn sort_keys(keys: &mut Vec<u64>, scratch: &mut Vec<u64>) {
     scratch.resize(keys.len(), 0);
     let n = keys.len();
     for (d, c) in counts.iter_mut().enumerate() {
-        if c.iter().any(|&x| x == n) {
+        if c.contains(&n) {
             continue;
         }
         let mut sum = 0;
