@@ -273,7 +273,13 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         let cw = crate::stepwork::chip_work(&sw, w.chips, chip.sparsecores_per_chip, samples_per_sc);
         if cw.straggler.1 > straggler.1 {
             straggler = (cw.straggler.0, cw.straggler.1, cw.chip);
-            straggler_cause = (cw.excess_ids, sw.hottest_id.clone());
+            // The hottest id explains a straggler; it costs a pass over the batch, so only then.
+            let hottest = if cw.straggler.1 > 1.25 {
+                crate::stepwork::hottest_id(w, &batch)
+            } else {
+                None
+            };
+            straggler_cause = (cw.excess_ids, hottest);
         }
         for (t, &(i, u)) in &sw.table_ids_per_sc {
             let e = table_ids_max.entry(t.clone()).or_default();

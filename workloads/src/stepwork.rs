@@ -65,12 +65,10 @@ pub struct StepWork {
     pub out_of_range: Vec<OutOfRangeId>,
     /// How many ids were outside their vocabulary.
     pub out_of_range_count: u64,
-    /// The most frequent id of the chip's batch: (table, id, samples holding it).
-    pub hottest_id: Option<(String, i32, u64)>,
 }
 
 /// The id held by the most samples (once per sample), over all tables.
-fn hottest_id(w: &Workload, batch: &BatchIds) -> Option<(String, i32, u64)> {
+pub fn hottest_id(w: &Workload, batch: &BatchIds) -> Option<(String, i32, u64)> {
     let mut best: Option<(String, i32, u64)> = None;
     for t in &w.tables {
         let mut counts: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
@@ -282,7 +280,9 @@ fn table_ids_per_sc(w: &Workload, batch: &BatchIds, scs: usize) -> BTreeMap<Stri
     let rows = w.batch_per_chip() as usize;
     let per_sc = (rows / scs.max(1)).max(1);
     let mut out = BTreeMap::new();
-    for t in &w.tables {
+    let limited =
+        |t: &str| w.limits.max_ids_per_table.contains_key(t) || w.limits.max_unique_ids_per_table.contains_key(t);
+    for t in w.tables.iter().filter(|t| limited(&t.name)) {
         let feats: Vec<&FeatureIds> = w
             .features
             .iter()
@@ -353,7 +353,12 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
         (true, MinibatchDimension::Sample) => sample_step(spec, batch, rows, w.limits.allow_id_dropping)?,
         _ => vocabulary_step(spec, batch)?,
     };
-    let table_ids = table_ids_per_sc(w, batch, spec.num_sc_per_device as usize);
+    // Only tables with a table-level limit are counted (the count sorts every sample's ids).
+    let table_ids = if w.limits.max_ids_per_table.is_empty() && w.limits.max_unique_ids_per_table.is_empty() {
+        BTreeMap::new()
+    } else {
+        table_ids_per_sc(w, batch, spec.num_sc_per_device as usize)
+    };
     // Table-level limits: a SparseCore sending a table more ids than max_ids_per_table overflows the
     // buffers sized from it; the stack holding the table drops them or aborts.
     let stack_defs = sim_sparsecore::preprocess::build_stacks(spec);
@@ -408,7 +413,6 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
         table_ids_per_sc: table_ids,
         out_of_range,
         out_of_range_count,
-        hottest_id: hottest_id(w, batch),
     })
 }
 
