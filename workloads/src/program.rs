@@ -84,6 +84,8 @@ struct DenseOp {
     hbm_bytes: u64,
     hbm_unpadded: u64,
     vmem_bytes: u64,
+    /// The model's kernel stages (sequencer, DMA, MXU, VPU), cycles scaled like `cycles`.
+    phases: Vec<sim_tpu::tensorcore::Phase>,
 }
 
 fn dense_ops(w: &Workload, model: &ChipModel, tc_share: u64) -> Result<(Vec<DenseOp>, Vec<DenseOp>), WorkloadError> {
@@ -100,6 +102,17 @@ fn dense_ops(w: &Workload, model: &ChipModel, tc_share: u64) -> Result<(Vec<Dens
             hbm_bytes: c.hbm_bytes / tc_share,
             hbm_unpadded: c.hbm_bytes_unpadded / tc_share,
             vmem_bytes: c.vmem_bytes,
+            phases: c
+                .phases()
+                .into_iter()
+                .map(|mut p| {
+                    p.start_cycle /= tc_share;
+                    p.cycles = p.cycles.div_ceil(tc_share);
+                    p.busy_cycles = p.busy_cycles.div_ceil(tc_share);
+                    p.bytes /= tc_share;
+                    p
+                })
+                .collect(),
         })
     };
     let mlp = |prefix: &str,
@@ -597,6 +610,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         })
         .collect();
     let mut recorder = res.recorder;
+    add_tc_phase_spans(&mut recorder, &fwd_ops, &bwd_ops, model.clock_hz as u64);
     add_staleness_flows(&mut recorder, w);
 
     // Steady state: after warm-up steps.
@@ -969,6 +983,56 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         },
     );
     Ok(result)
+}
+
+/// Trace detail: each TensorCore op's kernel stages on their own threads ("TC MXU", "TC VPU",
+/// "TC DMA", "TC sequencer") inside the op's span, from the TensorCore model. Figures are read from
+/// the "TC" thread only; these spans are for people looking at the trace.
+fn add_tc_phase_spans(rec: &mut Recorder, fwd: &[DenseOp], bwd: &[DenseOp], clock_hz: u64) {
+    use sim_tpu::tensorcore::Unit;
+    let ops: BTreeMap<&str, &DenseOp> = fwd.iter().chain(bwd).map(|o| (o.name.as_str(), o)).collect();
+    let ps = |cycles: u64| cycles.saturating_mul(1_000_000) / (clock_hz / 1_000_000).max(1);
+    let mut extra = Vec::new();
+    for s in rec.spans.iter().filter(|s| s.track.thread == "TC") {
+        let Some(op) = s.name.rsplit_once(" step ").and_then(|(n, _)| ops.get(n)) else {
+            continue;
+        };
+        for p in &op.phases {
+            let start = (s.start.0 + ps(p.start_cycle)).min(s.end.0);
+            let end = (start + ps(p.cycles)).min(s.end.0);
+            if end <= start {
+                continue;
+            }
+            let unit = match p.unit {
+                Unit::Mxu => "TC MXU",
+                Unit::Vpu => "TC VPU",
+                Unit::Hbm => "TC DMA",
+                Unit::Sequencer => "TC sequencer",
+            };
+            let mut args = vec![
+                ("cycles".to_string(), ArgValue::Int(p.cycles as i64)),
+                ("busy_cycles".to_string(), ArgValue::Int(p.busy_cycles as i64)),
+            ];
+            if p.bytes > 0 {
+                args.push(("bytes".to_string(), ArgValue::Int(p.bytes as i64)));
+            }
+            args.extend(s.args.iter().filter(|(k, _)| k == "step").cloned());
+            extra.push(Span {
+                track: sim_core::recorder::Track {
+                    process: s.track.process.clone(),
+                    thread: unit.to_string(),
+                },
+                name: format!("{} {}", op.name, p.name),
+                category: "tc_phase".into(),
+                start: sim_core::time::SimTime(start),
+                end: sim_core::time::SimTime(end),
+                args,
+            });
+        }
+    }
+    for sp in extra {
+        rec.span(sp);
+    }
 }
 
 fn arg_step(s: &Span) -> Option<i64> {

@@ -125,3 +125,25 @@ fn deterministic() {
     let b = serde_json::to_string(&simulate(&w, &RunOptions::default()).unwrap().summary).unwrap();
     assert_eq!(a, b);
 }
+
+#[test]
+fn tensorcore_ops_show_their_kernel_stages_inside_the_op() {
+    let w = workloads::Workload::preset("dlrm-small").unwrap();
+    let r = workloads::simulate(&w, &workloads::RunOptions::default()).unwrap();
+    let spans = &r.recorder.spans;
+    let phases: Vec<_> = spans.iter().filter(|s| s.category == "tc_phase").collect();
+    for unit in ["TC MXU", "TC VPU", "TC DMA", "TC sequencer"] {
+        assert!(phases.iter().any(|s| s.track.thread == unit), "no {unit} spans");
+    }
+    // Every stage lies inside an op span of the TC thread with the same step.
+    for p in &phases {
+        assert!(
+            spans.iter().any(|s| s.track.thread == "TC"
+                && s.start <= p.start
+                && p.end <= s.end
+                && p.name.starts_with(s.name.rsplit_once(" step ").unwrap().0)),
+            "{} outside its op",
+            p.name
+        );
+    }
+}
