@@ -207,7 +207,7 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "  minibatches/step   {:>12}   dropped ids/step {}",
         s.minibatches_per_step, s.dropped_ids_per_step
     );
-    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != "ok").collect();
+    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok).collect();
     if !bad.is_empty() {
         for l in bad {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
