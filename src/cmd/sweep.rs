@@ -129,6 +129,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         trace: None,
         report: None,
         set: args.set.clone(),
+        sensitivity: false,
     };
     let mut base = super::run::load_workload(&base_args)?;
     if let Some(file) = &args.limits {

@@ -13,7 +13,7 @@ pub enum WorkloadError {
     #[error("workload: {0}")]
     Spec(String),
     /// A preset name is unknown.
-    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy, skewed")]
+    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-criteo-128, dlrm-criteo-pipelined, dlrm-dcnv2, balanced, tc-heavy, skewed")]
     UnknownPreset(String),
     /// Something the simulation called failed.
     #[error("{0}")]
@@ -381,6 +381,8 @@ pub struct Workload {
 const PRESETS: &[(&str, &str)] = &[
     ("dlrm-small", include_str!("../presets/dlrm-small.toml")),
     ("dlrm-criteo", include_str!("../presets/dlrm-criteo.toml")),
+    ("dlrm-criteo-128", include_str!("../presets/dlrm-criteo-128.toml")),
+    ("dlrm-criteo-pipelined", include_str!("../presets/dlrm-criteo-pipelined.toml")),
     ("dlrm-dcnv2", include_str!("../presets/dlrm-dcnv2.toml")),
     ("balanced", include_str!("../presets/balanced.toml")),
     ("tc-heavy", include_str!("../presets/tc-heavy.toml")),

@@ -131,8 +131,9 @@ fn tensorcore_ops_show_their_kernel_stages_inside_the_op() {
     let w = workloads::Workload::preset("dlrm-small").unwrap();
     let r = workloads::simulate(&w, &workloads::RunOptions::default()).unwrap();
     let spans = &r.recorder.spans;
-    let phases: Vec<_> = spans.iter().filter(|s| s.category == "tc_phase").collect();
-    for unit in ["TC MXU", "TC VPU", "TC DMA", "TC sequencer"] {
+    // Model phases, labelled as such: the engine schedules the op, the model splits it.
+    let phases: Vec<_> = spans.iter().filter(|s| s.category == "tc_model_phase").collect();
+    for unit in ["TC MXU (model)", "TC VPU (model)", "TC DMA (model)", "TC sequencer (model)"] {
         assert!(phases.iter().any(|s| s.track.thread == unit), "no {unit} spans");
     }
     // Every stage lies inside an op span of the TC thread with the same step.
@@ -141,7 +142,8 @@ fn tensorcore_ops_show_their_kernel_stages_inside_the_op() {
             spans.iter().any(|s| s.track.thread == "TC"
                 && s.start <= p.start
                 && p.end <= s.end
-                && p.name.starts_with(s.name.rsplit_once(" step ").unwrap().0)),
+                && p.name.starts_with(s.name.rsplit_once(" step ").unwrap().0)
+                && p.name.ends_with("(model phase)")),
             "{} outside its op",
             p.name
         );

@@ -112,6 +112,16 @@ impl Builder<'_> {
         )
     }
 
+    /// A pass that reads f32 and writes the bf16 a following matmul consumes (a gather-and-concatenate
+    /// or a symmetrisation fused into one loop).
+    fn to_bf16(&self, name: String, role: KernelRole, rows: u64, cols: u64) -> Result<Kernel, WorkloadError> {
+        self.op(
+            name,
+            role,
+            json!({"op": "convert", "params": {"shape": [rows.max(1), cols.max(1)], "dtype": "float32", "to": "bfloat16"}}),
+        )
+    }
+
     /// A memory-bound pass over `elements` reading and writing `bytes_per_element` in all, at the
     /// model's HBM rate (one replica's copy: every replica of the chip runs it).
     fn streaming(&self, name: String, elements: u64, bytes_per_element: u64) -> Kernel {
@@ -236,9 +246,9 @@ pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
             };
             let top_in = pairs + if w.dense.concat_dense { bottom_out } else { 0 };
             // Gathering a triangle and concatenating is one fusion; the full matrix skips the gather.
-            fwd.push(bld.elementwise("interaction concat".into(), KernelRole::Forward, b, top_in)?);
+            fwd.push(bld.to_bf16("interaction concat".into(), KernelRole::Forward, b, top_in)?);
             // Backward: dZ symmetrised, then dX = dZ X for every sample.
-            tail.push(bld.elementwise("interaction bwd symmetrise".into(), KernelRole::Backward, b, f * f)?);
+            tail.push(bld.to_bf16("interaction bwd symmetrise".into(), KernelRole::Backward, b, f * f)?);
             tail.push(bld.op(
                 "interaction bwd".into(),
                 KernelRole::Backward,

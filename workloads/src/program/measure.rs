@@ -13,7 +13,8 @@ use super::resolve::Plan;
 /// What the run measured.
 #[derive(Debug)]
 pub struct Measured {
-    /// Per step: (SparseCore forward start, step end) in ps.
+    /// Per step: (SparseCore forward start, SparseCore backward end) in ps: when the step's lookups
+    /// began and its embedding updates landed.
     pub step_times: Vec<(u64, u64)>,
     /// Steady-state step time, ps.
     pub step_ps: u64,
@@ -41,15 +42,18 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
             .max(run.end(s.update_done).unwrap_or_default().0)
     };
     let step_times: Vec<(u64, u64)> = (0..n)
-        .map(|i| (run.start(g.steps[i].sc_fwd_start).unwrap_or_default().0, end_of(i)))
+        .map(|i| {
+            let s = &g.steps[i];
+            (
+                run.start(s.sc_fwd_start).unwrap_or_default().0,
+                run.end(s.sc_bwd_done).unwrap_or_default().0,
+            )
+        })
         .collect();
     // Steady state: after warm-up steps.
     let warm = if n > 2 { 2 } else { n.saturating_sub(1) };
-    let (t0, t1) = if warm == 0 {
-        (0, step_times[n - 1].1)
-    } else {
-        (step_times[warm - 1].1, step_times[n - 1].1)
-    };
+    // A step ends when both its embedding updates and its dense update have landed.
+    let (t0, t1) = if warm == 0 { (0, end_of(n - 1)) } else { (end_of(warm - 1), end_of(n - 1)) };
     let steady_steps = (n - warm).max(1) as u64;
     let step_ps = (t1 - t0) / steady_steps;
     let window = (t0, t1.max(t0 + 1));

@@ -54,7 +54,7 @@ pub struct RunResult {
     pub chip_constants: Vec<(String, String, String)>,
     /// Padding per buffer: name, padded bytes, unpadded bytes.
     pub padding_per_buffer: Vec<(String, u64, u64)>,
-    /// Per step: (SC forward start, step end) in ps.
+    /// Per step: (SC forward start, SC backward end) in ps.
     pub step_times: Vec<(u64, u64)>,
     /// The SparseCore guide's knobs: name, setting, effect in this run.
     pub knobs: Vec<(String, String, String)>,
