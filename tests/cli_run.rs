@@ -131,7 +131,7 @@ fn sweep_answers_planners() {
         "--batch",
         "4096..8192x2",
         "--target",
-        "5e7",
+        "4e7",
         "-j",
         "2",
         "-o",

@@ -89,10 +89,20 @@ fn advice(stage: Stage, p: &Plan, m: &Measured) -> String {
         ),
         Stage::AllReduce => "all-reduce the dense gradients in bf16 (dense.gradient_dtype = \"bf16\"), or fewer dense parameters".into(),
         Stage::CollectiveLatency => "fewer, larger collectives: stack tables (fewer all-to-alls) or fewer chips on the slice's longest dimension".into(),
-        Stage::TcForward | Stage::TcBackward => match p.w.pipelining {
-            Pipelining::Sequential if p.has_sparsecore_tables() => "enable pipelining to hide SparseCore time behind it, use a larger batch per chip for MXU efficiency, or narrower dense layers".into(),
-            _ => "use a larger batch per chip for MXU efficiency, more chips, or narrower dense layers".into(),
-        },
+        Stage::TcForward | Stage::TcBackward => {
+            // Pipelining hides only the SparseCore time the critical path holds.
+            let sc: u64 = m
+                .critical_path
+                .iter()
+                .filter(|(s, _)| matches!(s, Stage::ScForward | Stage::ScBackward))
+                .map(|x| x.1)
+                .sum();
+            if p.w.pipelining == Pipelining::Sequential && sc * 7 >= m.step_ps {
+                "enable pipelining to hide SparseCore time behind it, use a larger batch per chip for MXU efficiency, or narrower dense layers".into()
+            } else {
+                "use a larger batch per chip for MXU efficiency, more chips, or narrower dense layers".into()
+            }
+        }
         Stage::TcUpdate => {
             if p.replicas_per_chip > 1 {
                 "one replica per chip (megacore = true) splits the update over both TensorCores; or fewer dense parameters".into()
