@@ -61,7 +61,6 @@ pub struct ScParams {
     pub hbm_share: f64,
 }
 
-
 /// Work of one SparseCore in one step (from preprocessing statistics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScWork {

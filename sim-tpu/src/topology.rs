@@ -133,7 +133,11 @@ impl SliceShape {
                     .collect::<Option<_>>()
                     .ok_or_else(|| bad("every dimension must be a positive integer"))?;
                 if dims.len() != n {
-                    return Err(bad(&format!("{} has a {n}D torus, this has {} dimensions", chip.name, dims.len())));
+                    return Err(bad(&format!(
+                        "{} has a {n}D torus, this has {} dimensions",
+                        chip.name,
+                        dims.len()
+                    )));
                 }
                 let product = dims.iter().try_fold(1u64, |p, &d| p.checked_mul(d as u64));
                 match product {
@@ -192,7 +196,8 @@ impl SliceShape {
             .map(|(k, w)| {
                 let half_pairs = max_link_half_pairs(k, w) as u128;
                 // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
-                (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000) / (2 * k as u128 * link_bytes_per_s.max(1) as u128)
+                (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
+                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128)
             })
             .max()
             .unwrap_or(0);
@@ -240,7 +245,12 @@ impl std::fmt::Display for SliceShape {
         let s: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
         write!(f, "{}", s.join("x"))?;
         if self.dims.iter().any(|&d| d > 1) {
-            let wrapped = self.wraparound.iter().zip(&self.dims).filter(|(w, &d)| **w && d > 1).count();
+            let wrapped = self
+                .wraparound
+                .iter()
+                .zip(&self.dims)
+                .filter(|(w, &d)| **w && d > 1)
+                .count();
             let long = self.dims.iter().filter(|&&d| d > 1).count();
             write!(
                 f,
@@ -342,7 +352,10 @@ mod tests {
         let v6e = Chip::preset("v6e").unwrap().spec;
         let p = SliceShape::for_chip(&v6e, 256, None).unwrap();
         assert_eq!(p.wraparound, vec![true, true]);
-        assert_eq!(SliceShape::for_chip(&v6e, 64, None).unwrap().wraparound, vec![false, false]);
+        assert_eq!(
+            SliceShape::for_chip(&v6e, 64, None).unwrap().wraparound,
+            vec![false, false]
+        );
     }
 
     #[test]

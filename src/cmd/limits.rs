@@ -387,8 +387,16 @@ fn validate_cmd(
                 .map(|t| TableHbmInput {
                     name: t.name.clone(),
                     padded_rows: t.padded_vocab,
-                    rows: spec.tables.iter().find(|x| x.name == t.name).map_or(t.padded_vocab, |x| x.vocabulary_size),
-                    dim: spec.tables.iter().find(|x| x.name == t.name).map_or(s.stack_embedding_dim, |x| x.embedding_dim),
+                    rows: spec
+                        .tables
+                        .iter()
+                        .find(|x| x.name == t.name)
+                        .map_or(t.padded_vocab, |x| x.vocabulary_size),
+                    dim: spec
+                        .tables
+                        .iter()
+                        .find(|x| x.name == t.name)
+                        .map_or(s.stack_embedding_dim, |x| x.embedding_dim),
                 })
                 .collect(),
             dim: s.stack_embedding_dim,

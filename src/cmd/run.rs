@@ -189,8 +189,9 @@ pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
 pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
     let mut chip = match &args.chip_file {
         Some(p) => {
-            let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
-                .with_context(|| format!("parsing {}", p.display()))?;
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
+                    .with_context(|| format!("parsing {}", p.display()))?;
             v.as_object()
                 .cloned()
                 .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
@@ -202,7 +203,11 @@ pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
     Ok(RunOptions {
         functional: args.functional,
         record: true,
-        chip_overrides: if chip.is_empty() { None } else { Some(serde_json::Value::Object(chip)) },
+        chip_overrides: if chip.is_empty() {
+            None
+        } else {
+            Some(serde_json::Value::Object(chip))
+        },
     })
 }
 
@@ -241,7 +246,11 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "  minibatches/step   {:>12}   dropped ids/step {}",
         s.minibatches_per_step, s.dropped_ids_per_step
     );
-    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok).collect();
+    let bad: Vec<_> = s
+        .limits
+        .iter()
+        .filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok)
+        .collect();
     if !bad.is_empty() {
         for l in bad {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
@@ -275,7 +284,10 @@ pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) 
         "{} on {} x {}: step time {:.1} us; {:.1} to {:.1} us with every assumed constant halved or doubled",
         w.name, w.chips, w.chip, s.step_time_us, s.range_us[0], s.range_us[1]
     );
-    println!("  {:<36} {:>14} {:>12} {:>12} {:>8}", "assumption", "value", "halved us", "doubled us", "swing");
+    println!(
+        "  {:<36} {:>14} {:>12} {:>12} {:>8}",
+        "assumption", "value", "halved us", "doubled us", "swing"
+    );
     for a in &s.assumptions {
         println!(
             "  {:<36} {:>14} {:>12.1} {:>12.1} {:>7.1}%",
@@ -289,7 +301,10 @@ pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) 
     if s.dominant.is_empty() {
         println!("The answer does not hang on any single assumption (none moves it by 5% or more).");
     } else {
-        println!("The answer hangs on: {} (each moves it by 5% or more).", s.dominant.join(", "));
+        println!(
+            "The answer hangs on: {} (each moves it by 5% or more).",
+            s.dominant.join(", ")
+        );
     }
 }
 

@@ -132,6 +132,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         sensitivity: false,
     };
     let mut base = super::run::load_workload(&base_args)?;
+    // `--set chip.FIELD=VALUE` applies to every chip of the sweep.
+    let chip_overrides = super::run::run_options(&base_args)?.chip_overrides;
     if let Some(file) = &args.limits {
         if !file.exists() {
             anyhow::bail!("--limits {}: no such file or directory", file.display());
@@ -191,11 +193,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                     cost_per_hour: price * *n as f64,
                     error: None,
                 };
-                match w
-                    .validate()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|_| Ok(simulate(&w, &RunOptions::default())?))
-                {
+                match w.validate().map_err(anyhow::Error::from).and_then(|_| {
+                    Ok(simulate(
+                        &w,
+                        &RunOptions {
+                            chip_overrides: chip_overrides.clone(),
+                            ..Default::default()
+                        },
+                    )?)
+                }) {
                     Ok(r) => {
                         p.step_time_us = r.summary.step_time_us;
                         p.samples_per_s = r.summary.samples_per_s;

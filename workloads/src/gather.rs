@@ -65,7 +65,8 @@ pub fn gather_cost(chip: &Chip, site: GatherSite, rows: u64, row_bytes: u64) -> 
                 return Err(GatherError::NoSparseCores(c.name.clone()));
             }
             let p = crate::program::sc_params(chip);
-            let (ns, bytes) = sim_sparsecore::model::sc_gather_ns(&p, c.sc_per_device(), rows, row_bytes, hbm_per_device);
+            let (ns, bytes) =
+                sim_sparsecore::model::sc_gather_ns(&p, c.sc_per_device(), rows, row_bytes, hbm_per_device);
             (ns, bytes, p.clock_hz, GatherBound::ScDma)
         }
         GatherSite::TensorCore => {

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use sim_core::summary::RunSummary;
 use crate::spec::{Dtype, MinibatchDimension, Pipelining, Workload};
+use sim_core::summary::RunSummary;
 
 /// Figures of a run the knob report needs beyond the summary.
 #[derive(Clone, Debug, Default)]

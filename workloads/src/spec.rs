@@ -382,7 +382,10 @@ const PRESETS: &[(&str, &str)] = &[
     ("dlrm-small", include_str!("../presets/dlrm-small.toml")),
     ("dlrm-criteo", include_str!("../presets/dlrm-criteo.toml")),
     ("dlrm-criteo-128", include_str!("../presets/dlrm-criteo-128.toml")),
-    ("dlrm-criteo-pipelined", include_str!("../presets/dlrm-criteo-pipelined.toml")),
+    (
+        "dlrm-criteo-pipelined",
+        include_str!("../presets/dlrm-criteo-pipelined.toml"),
+    ),
     ("dlrm-dcnv2", include_str!("../presets/dlrm-dcnv2.toml")),
     ("balanced", include_str!("../presets/balanced.toml")),
     ("tc-heavy", include_str!("../presets/tc-heavy.toml")),

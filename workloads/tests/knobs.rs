@@ -346,7 +346,11 @@ fn a_single_hot_id_is_named_and_shuffling_is_not_advised() {
 
 #[test]
 fn every_stack_pays_its_own_all_to_all() {
-    let w = Workload::preset("dlrm-criteo").unwrap();
+    // The MLPerf model with all 26 tables on the SparseCores.
+    let mut w = Workload::preset("dlrm-criteo").unwrap();
+    for t in &mut w.tables {
+        t.placement = workloads::spec::Placement::Sparsecore;
+    }
     let stacked = result(&w, false);
     let mut off = w.clone();
     off.disable_table_stacking = true;

@@ -32,13 +32,20 @@ fn mlperf_dlrm_v4_within_targets() {
     let err = |a: f64, b: f64| (a / b).max(b / a);
     assert!(err(t64, m64) <= 1.5, "64 chips: {t64} us vs {m64} us");
     assert!(err(t128, m128) <= 1.5, "128 chips: {t128} us vs {m128} us");
-    assert!(err(t128 / t64, 1850.0 / 2494.0) <= 1.25, "ratio {} vs 0.742", t128 / t64);
+    assert!(
+        err(t128 / t64, 1850.0 / 2494.0) <= 1.25,
+        "ratio {} vs 0.742",
+        t128 / t64
+    );
 }
 
 #[test]
 fn the_preset_is_the_submission() {
     let w = Workload::preset("dlrm-criteo").unwrap();
-    assert_eq!((w.chips, w.global_batch, w.topology.as_deref()), (64, 55_296, Some("4x4x4")));
+    assert_eq!(
+        (w.chips, w.global_batch, w.topology.as_deref()),
+        (64, 55_296, Some("4x4x4"))
+    );
     assert_eq!(w.pipelining, workloads::Pipelining::Sequential);
     assert_eq!(w.dense.interaction, Interaction::DotFull);
     assert_eq!(w.dense.gradient_dtype, Dtype::Bf16);
@@ -141,7 +148,10 @@ fn tensorcore_tables_leave_the_sparsecores() {
     let all_sc = run(&w);
     w.tables[0].placement = Placement::Tensorcore;
     let plan = resolve(&w, None).unwrap();
-    assert!(plan.stacks.iter().all(|s| s.def.tables.iter().all(|t| t.name != w.tables[0].name)));
+    assert!(plan
+        .stacks
+        .iter()
+        .all(|s| s.def.tables.iter().all(|t| t.name != w.tables[0].name)));
     let d = dense_program(&plan).unwrap();
     assert!(d.forward.iter().any(|k| k.name == "tensorcore tables gather"));
     assert!(d.backward.iter().any(|k| k.name == "tensorcore tables scatter-add"));
@@ -164,7 +174,11 @@ fn critical_path_adds_up_to_the_step_and_names_the_bottleneck() {
         );
         let top = r.bottleneck_stage.unwrap();
         assert_eq!(top.key(), r.summary.critical_path[0].stage);
-        assert!(r.bottleneck.starts_with(&format!("{}-bound", top.describe())), "{}", r.bottleneck);
+        assert!(
+            r.bottleneck.starts_with(&format!("{}-bound", top.describe())),
+            "{}",
+            r.bottleneck
+        );
     }
 }
 

@@ -87,9 +87,7 @@ pub fn sparsecore_hbm(stacks: &[StackHbmInput], shards: u64, granule: u64, seria
     for s in stacks {
         let row = crate::model::padded_row_bytes(s.dim, s.elem_bytes, granule);
         for t in &s.tables {
-            let stored = (t.padded_rows / shards)
-                .saturating_mul(row)
-                .saturating_mul(1 + s.slots);
+            let stored = (t.padded_rows / shards).saturating_mul(row).saturating_mul(1 + s.slots);
             let unpadded = (t.rows / shards)
                 .saturating_mul(t.dim * s.elem_bytes)
                 .saturating_mul(1 + s.slots);

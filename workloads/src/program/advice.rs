@@ -39,7 +39,11 @@ pub fn fit_reasons(p: &Plan, mem: &Memory, limits: &[StackVerdict], work: &RunWo
             _ => {}
         }
     }
-    for (space, kind) in [("hbm", FitKind::Hbm), ("vmem", FitKind::Vmem), ("tilespmem", FitKind::Tilespmem)] {
+    for (space, kind) in [
+        ("hbm", FitKind::Hbm),
+        ("vmem", FitKind::Vmem),
+        ("tilespmem", FitKind::Tilespmem),
+    ] {
         let (Some(&need), Some(&cap)) = (mem.peak.get(space), mem.capacity.get(space)) else {
             continue;
         };

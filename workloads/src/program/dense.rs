@@ -131,8 +131,8 @@ impl Builder<'_> {
         // Every replica streams its own copy through the chip's HBM; replicas on separate TensorCores
         // run at once, a megacore replica splits the pass.
         let per_tc = bytes * replicas / p.tc_share;
-        let cycles = (per_tc as u128 * p.model.clock_hz as u128)
-            .div_ceil(p.spec().model_hbm_bytes_per_s.max(1) as u128) as u64;
+        let cycles =
+            (per_tc as u128 * p.model.clock_hz as u128).div_ceil(p.spec().model_hbm_bytes_per_s.max(1) as u128) as u64;
         Kernel {
             name,
             role: KernelRole::Update,
@@ -145,7 +145,14 @@ impl Builder<'_> {
     }
 
     /// A TensorCore gather (or scatter-add) of `rows` rows of `row_bytes`.
-    fn gather(&self, name: String, role: KernelRole, rows: u64, row_bytes: u64, scatter: bool) -> Result<Kernel, WorkloadError> {
+    fn gather(
+        &self,
+        name: String,
+        role: KernelRole,
+        rows: u64,
+        row_bytes: u64,
+        scatter: bool,
+    ) -> Result<Kernel, WorkloadError> {
         let p = self.p;
         let g = gather_cost(&p.chip, GatherSite::TensorCore, rows.div_ceil(p.tc_share), row_bytes)
             .map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
@@ -154,7 +161,7 @@ impl Builder<'_> {
         Ok(Kernel {
             name,
             role,
-            cycles: (g.time_ns * k as f64 * p.model.clock_hz as f64 / 1e9).ceil() as u64,
+            cycles: (g.time_ns * k as f64 * p.model.clock_hz / 1e9).ceil() as u64,
             hbm_bytes: g.hbm_bytes * k * p.tc_share,
             hbm_unpadded: g.hbm_bytes_unpadded * k * p.tc_share,
             vmem_bytes: 0,
@@ -211,10 +218,19 @@ impl Builder<'_> {
 /// The step's TensorCore program.
 pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
     let w = &p.w;
-    let bld = Builder { p, b: w.batch_per_chip() };
+    let bld = Builder {
+        p,
+        b: w.batch_per_chip(),
+    };
     let b = bld.b;
     let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
-    let (bottom_out, bottom_params) = bld.mlp("bottom", w.dense.dense_features.max(1), &w.dense.bottom, &mut fwd, &mut bwd)?;
+    let (bottom_out, bottom_params) = bld.mlp(
+        "bottom",
+        w.dense.dense_features.max(1),
+        &w.dense.bottom,
+        &mut fwd,
+        &mut bwd,
+    )?;
     // TensorCore tables: gathered forward, scatter-added backward into a dense gradient.
     let mut tc_params = 0u64;
     let mut tc_rows = 0u64;
@@ -227,7 +243,13 @@ pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
         }
     }
     if tc_rows > 0 {
-        fwd.push(bld.gather("tensorcore tables gather".into(), KernelRole::Forward, tc_rows, tc_row_bytes, false)?);
+        fwd.push(bld.gather(
+            "tensorcore tables gather".into(),
+            KernelRole::Forward,
+            tc_rows,
+            tc_row_bytes,
+            false,
+        )?);
     }
     let f = w.features.len() as u64 + 1;
     let dim = w.tables.iter().map(|t| t.dim).max().unwrap_or(1);
@@ -292,7 +314,13 @@ pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
     backward.extend(tail);
     let embedding_grads_ready = backward.len();
     if tc_rows > 0 {
-        backward.push(bld.gather("tensorcore tables scatter-add".into(), KernelRole::Backward, tc_rows, tc_row_bytes, true)?);
+        backward.push(bld.gather(
+            "tensorcore tables scatter-add".into(),
+            KernelRole::Backward,
+            tc_rows,
+            tc_row_bytes,
+            true,
+        )?);
     }
     backward.extend(bwd);
 
@@ -310,7 +338,11 @@ pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
     let mut update = Vec::new();
     if p.replicas_per_chip > 1 {
         // Replicas of one chip add their gradients before (or as part of) the chip's all-reduce.
-        update.push(bld.streaming("gradients across the chip's replicas".into(), parameters, 3 * grad_bytes_per));
+        update.push(bld.streaming(
+            "gradients across the chip's replicas".into(),
+            parameters,
+            3 * grad_bytes_per,
+        ));
     }
     // The optimizer: f32 weights and slots read and written, the gradient read.
     let slots = w.dense.optimizer.slots();

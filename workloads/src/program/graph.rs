@@ -136,6 +136,10 @@ pub struct StepGraph {
     pub launch_cycles: u64,
     /// TensorCore clock, Hz.
     pub tc_clock_hz: u64,
+    /// Fixed cost to start a collective, ns.
+    pub collective_launch_ns: u64,
+    /// Latency of one ICI hop, ns.
+    pub hop_latency_ns: u64,
 }
 
 fn err(x: EngineError) -> WorkloadError {
@@ -177,11 +181,10 @@ impl StepGraph {
         name: String,
         stage: Stage,
         t: sim_tpu::topology::CollectiveTime,
-        launch_ns: u64,
-        hop_ns: u64,
         step: usize,
     ) -> Result<TaskId, WorkloadError> {
-        let latency_ps = (launch_ns + hop_ns.saturating_mul(t.latency_hops)).saturating_mul(1000);
+        let latency_ps =
+            (self.collective_launch_ns + self.hop_latency_ns.saturating_mul(t.latency_hops)).saturating_mul(1000);
         let lat = self.task(
             Task::delay(SimTime(latency_ps))
                 .name(format!("{name} latency step {step}"))
@@ -254,13 +257,22 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
     let host = e
         .add_unit("host", "preprocess", Clock::from_mhz(1000), QueuePolicy::Fifo)
         .map_err(err)?;
-    let pcie = e.add_bandwidth("host", "PCIe", spec.host_link_bytes_per_s).map_err(err)?;
+    let pcie = e
+        .add_bandwidth("host", "PCIe", spec.host_link_bytes_per_s)
+        .map_err(err)?;
     let tc_hz = p.model.clock_hz as u64;
     let tc = e
         .add_unit("chip 0", "TC", Clock { hz: tc_hz }, QueuePolicy::Fifo)
         .map_err(err)?;
     let scs: Vec<ResourceId> = (0..spec.sparsecores_per_chip)
-        .map(|s| e.add_unit("chip 0", &format!("SC {s}"), Clock { hz: sc.clock_hz }, QueuePolicy::Fifo))
+        .map(|s| {
+            e.add_unit(
+                "chip 0",
+                &format!("SC {s}"),
+                Clock { hz: sc.clock_hz },
+                QueuePolicy::Fifo,
+            )
+        })
         .collect::<Result<_, _>>()
         .map_err(err)?;
     let hbm = e.add_bandwidth("chip 0", "HBM", spec.hbm_bytes_per_s).map_err(err)?;
@@ -283,6 +295,8 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         ici_bytes_per_s,
         launch_cycles,
         tc_clock_hz: tc_hz,
+        collective_launch_ns: params.ici_collective_launch_ns,
+        hop_latency_ns: params.ici_hop_latency_ns,
     };
     let sc_dma_cap = ((sc.tile_dma_bytes_per_cycle * sc.tiles as f64 * sc.clock_hz as f64) as u64)
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
@@ -348,7 +362,12 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
                 let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
                 // Vector passes over the gathered rows: NaN checks (forward and backward) and
                 // quantise + dequantise (forward).
-                let lanes = if st.elem_bytes == 2 { sc.lanes_bf16 } else { sc.lanes_f32 }.max(1) as u64;
+                let lanes = if st.elem_bytes == 2 {
+                    sc.lanes_bf16
+                } else {
+                    sc.lanes_f32
+                }
+                .max(1) as u64;
                 let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
                 let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
                 let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
@@ -418,14 +437,14 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
                 return Ok(prev);
             }
             for st in &p.stacks {
-                let t = p.slice.all_to_all(a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
+                let t = p
+                    .slice
+                    .all_to_all(a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
                 prev = g.collective(
                     prev,
                     format!("all-to-all {what} {}", st.def.name),
                     Stage::AllToAll,
                     t,
-                    params.ici_collective_launch_ns,
-                    params.ici_hop_latency_ns,
                     i,
                 )?;
             }
@@ -458,15 +477,7 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         }
         if do_collectives {
             let t = p.slice.all_reduce(dense.gradient_bytes, link);
-            prev = g.collective(
-                prev,
-                "all-reduce dense gradients".into(),
-                Stage::AllReduce,
-                t,
-                params.ici_collective_launch_ns,
-                params.ici_hop_latency_ns,
-                i,
-            )?;
+            prev = g.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
         }
         for k in &dense.update {
             prev = g.kernel(prev, k, i, tc_hbm_cap)?;

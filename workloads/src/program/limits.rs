@@ -72,7 +72,11 @@ pub fn check(p: &Plan, work: &RunWork) -> LimitsOutcome {
         out.stacks.push(StackVerdict {
             stack: sd.name.clone(),
             compiles,
-            runtime: if compiles { runtime } else { RuntimeVerdict::DoesNotCompile },
+            runtime: if compiles {
+                runtime
+            } else {
+                RuntimeVerdict::DoesNotCompile
+            },
             message: if !vf.compiles {
                 vf.message.clone()
             } else if !vb.compiles {

@@ -53,7 +53,11 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
     // Steady state: after warm-up steps.
     let warm = if n > 2 { 2 } else { n.saturating_sub(1) };
     // A step ends when both its embedding updates and its dense update have landed.
-    let (t0, t1) = if warm == 0 { (0, end_of(n - 1)) } else { (end_of(warm - 1), end_of(n - 1)) };
+    let (t0, t1) = if warm == 0 {
+        (0, end_of(n - 1))
+    } else {
+        (end_of(warm - 1), end_of(n - 1))
+    };
     let steady_steps = (n - warm).max(1) as u64;
     let step_ps = (t1 - t0) / steady_steps;
     let window = (t0, t1.max(t0 + 1));

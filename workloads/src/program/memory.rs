@@ -40,7 +40,12 @@ pub fn hbm_inputs(p: &Plan) -> Vec<StackHbmInput> {
                 .map(|t| TableHbmInput {
                     name: t.name.clone(),
                     padded_rows: t.padded_vocab,
-                    rows: p.w.tables.iter().find(|x| x.name == t.name).map_or(t.padded_vocab, |x| x.vocab),
+                    rows: p
+                        .w
+                        .tables
+                        .iter()
+                        .find(|x| x.name == t.name)
+                        .map_or(t.padded_vocab, |x| x.vocab),
                     dim: p.w.tables.iter().find(|x| x.name == t.name).map_or(st.dim, |x| x.dim),
                 })
                 .collect(),
@@ -80,7 +85,10 @@ pub fn size(p: &Plan, work: &RunWork, dense: &DenseProgram, limits: &LimitsOutco
             ),
             sc.stack_peak_bytes,
         ),
-        ("heap: dense weights, gradients and optimizer state".to_string(), dense_state),
+        (
+            "heap: dense weights, gradients and optimizer state".to_string(),
+            dense_state,
+        ),
         (
             format!("heap: prefetched inputs ({} batches)", w.host.prefetch.max(1)),
             prefetched,

@@ -107,7 +107,11 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let step_s = measured.step_ps as f64 / 1e12;
     let summary = RunSummary {
         step_time_us: measured.step_ps as f64 / 1e6,
-        samples_per_s: if step_s > 0.0 { w.global_batch as f64 / step_s } else { 0.0 },
+        samples_per_s: if step_s > 0.0 {
+            w.global_batch as f64 / step_s
+        } else {
+            0.0
+        },
         busy_fraction: measured.busy.clone(),
         overlap_fraction: measured.overlap,
         hbm_bytes_per_step: hbm_bytes,
@@ -235,7 +239,12 @@ fn knob_report(
     if let Some(sw) = work.steps.first() {
         for (k, st) in plan.stacks.iter().enumerate() {
             let wk = sw.per_stack.get(k).and_then(|v| v.first()).copied().unwrap_or_default();
-            let lanes = if st.elem_bytes == 2 { plan.sc.lanes_bf16 } else { plan.sc.lanes_f32 }.max(1) as u64;
+            let lanes = if st.elem_bytes == 2 {
+                plan.sc.lanes_bf16
+            } else {
+                plan.sc.lanes_f32
+            }
+            .max(1) as u64;
             let row_pass = wk.ids * st.dim.div_ceil(lanes) / plan.sc.tiles.max(1) as u64;
             if w.xla_sc_detect_nan {
                 nan_cycles += 2 * row_pass;
@@ -267,7 +276,11 @@ fn knob_report(
             nan: r.nan.clone(),
         },
         &crate::knobs::KnobCosts {
-            stacks: plan.stacks.iter().map(|s| (s.def.name.clone(), s.def.tables.len())).collect(),
+            stacks: plan
+                .stacks
+                .iter()
+                .map(|s| (s.def.name.clone(), s.def.tables.len()))
+                .collect(),
             serial_groups: plan.serial_groups,
             sc_stack_peak: mem.sparsecore.stack_peak_bytes,
             stack_hbm: mem.sparsecore.stack_estimates.clone(),

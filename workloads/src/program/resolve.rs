@@ -164,7 +164,11 @@ pub fn resolve(w: &Workload, chip_overrides: Option<&serde_json::Value>) -> Resu
         })
         .collect::<Result<Vec<_>, WorkloadError>>()?;
     let serial = w.xla_sc_num_serialized_tables_to_optimize_hbm as usize;
-    let serial_groups = if serial == 0 { 1 } else { stacks.len().div_ceil(serial).max(1) } as u64;
+    let serial_groups = if serial == 0 {
+        1
+    } else {
+        stacks.len().div_ceil(serial).max(1)
+    } as u64;
     let tc_share = (spec.tensorcores_per_chip / spec.model_device_tensorcores.max(1)).max(1) as u64;
     let megacore = w.megacore.unwrap_or(spec.megacore);
     let replicas_per_chip = if megacore { 1 } else { tc_share };
