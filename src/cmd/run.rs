@@ -208,6 +208,7 @@ pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
         } else {
             Some(serde_json::Value::Object(chip))
         },
+        cache: None,
     })
 }
 

@@ -134,6 +134,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut base = super::run::load_workload(&base_args)?;
     // `--set chip.FIELD=VALUE` applies to every chip of the sweep.
     let chip_overrides = super::run::run_options(&base_args)?.chip_overrides;
+    // Configurations share generated ids (a smaller batch is a prefix of a larger one) and step work.
+    let cache = workloads::cache::RunCache::new();
     if let Some(file) = &args.limits {
         if !file.exists() {
             anyhow::bail!("--limits {}: no such file or directory", file.display());
@@ -158,6 +160,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         for &n in &args.chips {
             for &b in &batches {
                 configs.push((c.clone(), n, b));
+            }
+        }
+    }
+    // Generate each step's ids once, at the largest batch per chip: every configuration slices them.
+    if let Some(&(ref c, n, b)) = configs.iter().max_by_key(|(_, n, b)| b / (*n).max(1) as u64) {
+        let mut w = base.clone();
+        (w.chip, w.chips, w.global_batch) = (c.clone(), n, b);
+        if n > 0 && w.validate().is_ok() {
+            for step in 0..w.steps {
+                // A failure here shows again, per configuration, below.
+                let _ = cache.batch_for_step(&w, step);
             }
         }
     }
@@ -198,6 +211,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                         &w,
                         &RunOptions {
                             chip_overrides: chip_overrides.clone(),
+                            cache: Some(cache.clone()),
                             ..Default::default()
                         },
                     )?)

@@ -5,6 +5,7 @@ use rayon::prelude::*;
 use serde::Serialize;
 use sim_tpu::chips::Chip;
 
+use crate::cache::RunCache;
 use crate::program::{simulate, RunOptions};
 use crate::spec::{Workload, WorkloadError};
 
@@ -72,11 +73,12 @@ fn merged(base: Option<&serde_json::Value>, extra: serde_json::Map<String, serde
     serde_json::Value::Object(m)
 }
 
-fn step_us(w: &Workload, overrides: serde_json::Value) -> Result<f64, WorkloadError> {
+fn step_us(w: &Workload, overrides: serde_json::Value, cache: &RunCache) -> Result<f64, WorkloadError> {
+    // Assumed constants change timing, not ids or preprocessing: the runs share both.
     let o = RunOptions {
-        functional: false,
-        record: false,
         chip_overrides: Some(overrides),
+        cache: Some(cache.clone()),
+        ..Default::default()
     };
     Ok(simulate(w, &o)?.summary.step_time_us)
 }
@@ -107,6 +109,7 @@ pub fn assumed_share(r: &crate::RunResult) -> f64 {
 pub fn assumption_range(w: &Workload, opts: &RunOptions) -> Result<[f64; 2], WorkloadError> {
     let chip = chip_of(w, opts)?;
     let values = assumed_values(&chip);
+    let cache = opts.cache.clone().unwrap_or_default();
     let all = |factor: f64| {
         values
             .iter()
@@ -114,8 +117,8 @@ pub fn assumption_range(w: &Workload, opts: &RunOptions) -> Result<[f64; 2], Wor
             .collect::<serde_json::Map<_, _>>()
     };
     let (a, b) = rayon::join(
-        || step_us(w, merged(opts.chip_overrides.as_ref(), all(0.5))),
-        || step_us(w, merged(opts.chip_overrides.as_ref(), all(2.0))),
+        || step_us(w, merged(opts.chip_overrides.as_ref(), all(0.5)), &cache),
+        || step_us(w, merged(opts.chip_overrides.as_ref(), all(2.0)), &cache),
     );
     let (a, b) = (a?, b?);
     Ok([a.min(b), a.max(b)])
@@ -124,7 +127,8 @@ pub fn assumption_range(w: &Workload, opts: &RunOptions) -> Result<[f64; 2], Wor
 /// Runs the workload with each assumed value halved and doubled.
 pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, WorkloadError> {
     let chip = chip_of(w, opts)?;
-    let base = step_us(w, merged(opts.chip_overrides.as_ref(), Default::default()))?;
+    let cache = opts.cache.clone().unwrap_or_default();
+    let base = step_us(w, merged(opts.chip_overrides.as_ref(), Default::default()), &cache)?;
     let values = assumed_values(&chip);
     let mut assumptions = values
         .par_iter()
@@ -132,7 +136,7 @@ pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, Workl
             let one = |factor: f64| {
                 let mut m = serde_json::Map::new();
                 m.insert(k.clone(), scaled(k, v, factor));
-                step_us(w, merged(opts.chip_overrides.as_ref(), m))
+                step_us(w, merged(opts.chip_overrides.as_ref(), m), &cache)
             };
             let (lo, hi) = (one(0.5)?, one(2.0)?);
             let swing = ((lo - base).abs().max((hi - base).abs())) / base.max(1e-9);
@@ -154,7 +158,13 @@ pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, Workl
         .collect();
     Ok(Sensitivity {
         step_time_us: base,
-        range_us: assumption_range(w, opts)?,
+        range_us: assumption_range(
+            w,
+            &RunOptions {
+                cache: Some(cache.clone()),
+                ..opts.clone()
+            },
+        )?,
         assumptions,
         dominant,
     })

@@ -203,3 +203,25 @@ fn sensitivity_moves_with_the_launch_cost() {
     assert!(!s.assumptions.iter().any(|a| a.name == "hbm_bytes_per_s"));
     assert!(s.range_us[0] <= s.range_us[1]);
 }
+
+/// Runs sharing a cache (ids sliced from a larger batch, step work shared by v4 and v5p) give the
+/// same summaries as runs on their own.
+#[test]
+fn a_shared_cache_changes_nothing() {
+    let cache = workloads::cache::RunCache::new();
+    let base = Workload::preset("dlrm-small").unwrap();
+    for (chip, chips, batch) in [("v5p", 4, 16_384u64), ("v4", 4, 8_192), ("v5p", 4, 8_192), ("v6e", 8, 8_192)] {
+        let mut w = base.clone();
+        (w.chip, w.chips, w.global_batch) = (chip.to_string(), chips, batch);
+        let alone = serde_json::to_string(&run(&w).summary).unwrap();
+        let shared = simulate(
+            &w,
+            &RunOptions {
+                cache: Some(cache.clone()),
+                ..Default::default()
+            },
+        )
+        .unwrap();
+        assert_eq!(alone, serde_json::to_string(&shared.summary).unwrap(), "{chip} x {chips}, {batch}");
+    }
+}

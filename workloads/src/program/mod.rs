@@ -37,6 +37,8 @@ pub struct RunOptions {
     pub record: bool,
     /// Chip preset and step-parameter overrides (a chip file's JSON, or `--set chip.FIELD=VALUE`).
     pub chip_overrides: Option<serde_json::Value>,
+    /// Ids and step work shared with other runs of a sweep (results are the same without it).
+    pub cache: Option<crate::cache::RunCache>,
 }
 
 /// What a run produced.
@@ -73,7 +75,7 @@ pub struct RunResult {
 /// Simulates the workload's steps and summarises them.
 pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadError> {
     let plan = resolve::resolve(w, opts.chip_overrides.as_ref())?;
-    let work = work::run_work(&plan)?;
+    let work = work::run_work(&plan, opts.cache.as_ref())?;
     let dense = dense::dense_program(&plan)?;
     let graph = graph::build(&plan, &work, &dense)?;
     let run = graph.engine.run().map_err(|e| WorkloadError::Run(e.to_string()))?;

@@ -7,6 +7,7 @@ use sim_core::summary::RuntimeVerdict;
 use sim_sparsecore::model::ScWork;
 
 use super::resolve::Plan;
+use crate::cache::RunCache;
 use crate::ids::batch_for_step;
 use crate::spec::WorkloadError;
 use crate::stepwork::OutOfRangeId;
@@ -71,8 +72,9 @@ pub struct RunWork {
     pub table_ids_max: BTreeMap<String, (u64, u64)>,
 }
 
-/// Preprocesses every step's ids (the bit-exact algorithm) and counts each SparseCore's work.
-pub fn run_work(p: &Plan) -> Result<RunWork, WorkloadError> {
+/// Preprocesses every step's ids (the bit-exact algorithm) and counts each SparseCore's work; a
+/// sweep's `cache` shares generated ids and step work between its runs.
+pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadError> {
     let w = &p.w;
     let mut out = RunWork::default();
     if !p.has_sparsecore_tables() {
@@ -81,26 +83,37 @@ pub fn run_work(p: &Plan) -> Result<RunWork, WorkloadError> {
     }
     let spec = p.spec();
     let samples_per_sc = w.batch_per_chip() / spec.sparsecores_per_chip.max(1) as u64;
+    // Step work depends on the SparseCore workload (not on which chip) and its preprocessing spec.
+    let work_key = cache.and_then(|_| {
+        let mut sc = p.sc_w.clone();
+        sc.chip.clear();
+        serde_json::to_string(&(&sc, &p.pspec)).ok()
+    });
+    // The batch of the step with the worst straggler, for its hottest id.
+    let mut worst_batch = None;
     for step in 0..w.steps {
-        let mut batch = batch_for_step(w, step)?;
+        let mut batch = match cache {
+            Some(c) => c.batch_for_step(w, step)?,
+            None => batch_for_step(w, step)?,
+        };
         batch.retain(|name, _| p.sc_w.features.iter().any(|f| &f.name == name));
-        let mut sw = crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch)?;
+        let mut sw = match (cache, &work_key) {
+            (Some(c), Some(key)) => {
+                (*c.step_work(key, step, || crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch))?).clone()
+            }
+            _ => crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch)?,
+        };
         sw.stacks
             .sort_by_key(|(n, _)| p.stacks.iter().position(|d| &d.def.name == n).unwrap_or(usize::MAX));
         let cw = crate::stepwork::chip_work(&sw, w.chips, spec.sparsecores_per_chip, samples_per_sc);
-        if cw.straggler.1 > out.straggler.ratio {
-            // The hottest id explains a straggler; it costs a pass over the batch, so only then.
-            let hottest = if cw.straggler.1 > 1.25 {
-                crate::stepwork::hottest_id(&p.sc_w, &batch)
-            } else {
-                None
-            };
+        let new_worst = cw.straggler.1 > out.straggler.ratio;
+        if new_worst {
             out.straggler = Straggler {
                 partition: cw.straggler.0,
                 ratio: cw.straggler.1,
                 chip: cw.chip,
                 excess_ids: cw.excess_ids,
-                hottest,
+                hottest: None,
             };
         }
         for (t, &(i, u)) in &sw.table_ids_per_sc {
@@ -123,12 +136,21 @@ pub fn run_work(p: &Plan) -> Result<RunWork, WorkloadError> {
                 v.message = st.message.clone();
             }
         }
+        if new_worst {
+            worst_batch = Some(batch);
+        }
         out.steps.push(StepWork {
             per_stack: cw.per_stack,
             minibatches: sw.stacks.iter().map(|(_, s)| s.minibatches.max(1)).collect(),
             dropped: sw.stacks.iter().map(|(_, s)| s.dropped).sum(),
             ids: sw.ids,
         });
+    }
+    // The hottest id explains a straggler; it costs a pass over the batch, so only then, and once.
+    if out.straggler.ratio > 1.25 {
+        if let Some(b) = &worst_batch {
+            out.straggler.hottest = crate::stepwork::hottest_id(&p.sc_w, b);
+        }
     }
     Ok(out)
 }
