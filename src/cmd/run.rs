@@ -219,6 +219,10 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "{} on {} x {} (global batch {}, {:?})",
         w.name, w.chips, w.chip, w.global_batch, w.pipelining
     );
+    // What does not fit is said first.
+    for f in &s.fit_reasons {
+        println!("  DOES NOT FIT ({:?}): {}", f.kind, f.message);
+    }
     println!("  step time          {:>12.1} us (steady state)", s.step_time_us);
     println!("  samples/s          {:>12.0}", s.samples_per_s);
     let b = &s.busy_fraction;

@@ -210,7 +210,12 @@ fn sensitivity_moves_with_the_launch_cost() {
 fn a_shared_cache_changes_nothing() {
     let cache = workloads::cache::RunCache::new();
     let base = Workload::preset("dlrm-small").unwrap();
-    for (chip, chips, batch) in [("v5p", 4, 16_384u64), ("v4", 4, 8_192), ("v5p", 4, 8_192), ("v6e", 8, 8_192)] {
+    for (chip, chips, batch) in [
+        ("v5p", 4, 16_384u64),
+        ("v4", 4, 8_192),
+        ("v5p", 4, 8_192),
+        ("v6e", 8, 8_192),
+    ] {
         let mut w = base.clone();
         (w.chip, w.chips, w.global_batch) = (chip.to_string(), chips, batch);
         let alone = serde_json::to_string(&run(&w).summary).unwrap();
@@ -222,6 +227,35 @@ fn a_shared_cache_changes_nothing() {
             },
         )
         .unwrap();
-        assert_eq!(alone, serde_json::to_string(&shared.summary).unwrap(), "{chip} x {chips}, {batch}");
+        assert_eq!(
+            alone,
+            serde_json::to_string(&shared.summary).unwrap(),
+            "{chip} x {chips}, {batch}"
+        );
     }
+}
+
+/// An abort is said first, its advice never asks for a larger batch, and without id dropping no id
+/// is reported dropped (issue 15's dlrm-small at batch 16,384).
+#[test]
+fn an_abort_is_not_reported_as_drops_nor_advised_a_larger_batch() {
+    let mut w = Workload::preset("dlrm-small").unwrap();
+    w.global_batch = 16_384;
+    let r = run(&w);
+    assert!(!r.summary.fits);
+    assert_eq!(r.summary.dropped_ids_per_step, 0);
+    assert!(r.bottleneck.starts_with("Does not fit:"), "{}", r.bottleneck);
+    assert!(!r.bottleneck.contains("larger batch"), "{}", r.bottleneck);
+    assert!(!r.bottleneck.contains(".."), "{}", r.bottleneck);
+}
+
+/// Issue 15's balanced sequential run: the cause is the sequential schedule, not padding (0.1%).
+#[test]
+fn sequential_balanced_is_told_to_pipeline() {
+    let mut w = Workload::preset("balanced").unwrap();
+    w.pipelining = workloads::Pipelining::Sequential;
+    let r = run(&w);
+    assert!(r.bottleneck.starts_with("SparseCore"), "{}", r.bottleneck);
+    assert!(r.bottleneck.contains("enable pipelining"), "{}", r.bottleneck);
+    assert!(!r.bottleneck.contains("padding"), "{}", r.bottleneck);
 }

@@ -134,8 +134,8 @@ fn us(ps: u64) -> String {
 pub fn bottleneck(p: &Plan, m: &Measured, reasons: &[FitReason]) -> Bottleneck {
     let mut sentence = String::new();
     if !reasons.is_empty() {
-        let what: Vec<&str> = reasons.iter().map(|r| r.message.as_str()).collect();
-        sentence.push_str(&format!("Does not fit: {}. ", what.join("; ")));
+        let what: Vec<&str> = reasons.iter().map(|r| r.message.trim_end_matches('.')).collect();
+        sentence.push_str(&format!("Does not fit: {}. Once it fits: ", what.join("; ")));
     }
     let Some(&(stage, ps)) = m.critical_path.first() else {
         sentence.push_str("No steady-state step to measure.");
@@ -164,7 +164,20 @@ pub fn bottleneck(p: &Plan, m: &Measured, reasons: &[FitReason]) -> Bottleneck {
         } else {
             format!(", then {}", others.join(", "))
         },
-        advice(stage, p, m)
+        if reasons.is_empty() {
+            advice(stage, p, m)
+        } else {
+            // A larger batch would not fit either: advise only what does not grow it.
+            advice(stage, p, m)
+                .replace(
+                    "use a larger batch per chip for MXU efficiency, more chips, or narrower dense layers",
+                    "use more chips or narrower dense layers",
+                )
+                .replace(
+                    ", use a larger batch per chip for MXU efficiency, or narrower dense layers",
+                    ", or narrower dense layers",
+                )
+        }
     ));
     Bottleneck {
         stage: Some(stage),

@@ -142,7 +142,12 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
         out.steps.push(StepWork {
             per_stack: cw.per_stack,
             minibatches: sw.stacks.iter().map(|(_, s)| s.minibatches.max(1)).collect(),
-            dropped: sw.stacks.iter().map(|(_, s)| s.dropped).sum(),
+            // Without id dropping, ids over the limits abort the step (a verdict), not drops.
+            dropped: if w.limits.allow_id_dropping {
+                sw.stacks.iter().map(|(_, s)| s.dropped).sum()
+            } else {
+                0
+            },
             ids: sw.ids,
         });
     }
