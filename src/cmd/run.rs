@@ -159,6 +159,10 @@ pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
         w.chip = c.clone();
     }
     if let Some(n) = args.chips {
+        // Another chip count takes that count's default slice unless --set topology names one.
+        if n != w.chips {
+            w.topology = None;
+        }
         w.chips = n;
     }
     if let Some(b) = args.batch {

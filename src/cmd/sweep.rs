@@ -187,6 +187,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .map(|(c, n, b)| {
                 let mut w: Workload = base.clone();
                 w.chip = c.clone();
+                if w.chips != *n {
+                    w.topology = None;
+                }
                 w.chips = *n;
                 w.global_batch = *b;
                 let price = prices
