@@ -9,7 +9,7 @@ use clap::Subcommand;
 use serde_json::json;
 use sim_sparsecore::limits::estimate::{accumulate, consequences, estimate_limits, observe};
 use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, write_fdo_npz};
-use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput, TableHbmInput};
+use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
 use sim_sparsecore::limits::{
     compile_check, CompileCase, FdoStats, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
 };
@@ -379,31 +379,7 @@ fn validate_cmd(
     let chips = (spec.global_device_count as u64 / devices_per_chip).max(1);
     let hbm_inputs: Vec<StackHbmInput> = stacks
         .iter()
-        .map(|s| StackHbmInput {
-            name: s.name.clone(),
-            tables: s
-                .tables
-                .iter()
-                .map(|t| TableHbmInput {
-                    name: t.name.clone(),
-                    padded_rows: t.padded_vocab,
-                    rows: spec
-                        .tables
-                        .iter()
-                        .find(|x| x.name == t.name)
-                        .map_or(t.padded_vocab, |x| x.vocabulary_size),
-                    dim: spec
-                        .tables
-                        .iter()
-                        .find(|x| x.name == t.name)
-                        .map_or(s.stack_embedding_dim, |x| x.embedding_dim),
-                })
-                .collect(),
-            dim: s.stack_embedding_dim,
-            elem_bytes: 4,
-            slots: 0,
-            max_unique: s.max_unique_ids_per_partition as u64,
-        })
+        .map(|s| StackHbmInput::from_stack(&spec, s, 4, 0))
         .collect();
     let sizing = sparsecore_hbm(&hbm_inputs, chips, chip.sc_dma_granule_bytes, 0);
     let hbm_total = sizing.total_bytes();

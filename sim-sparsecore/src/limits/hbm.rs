@@ -55,6 +55,37 @@ pub struct StackHbmInput {
     pub max_unique: u64,
 }
 
+impl StackHbmInput {
+    /// A stack as preprocessing builds it, its tables' vocabularies and dims from `spec`.
+    pub fn from_stack(
+        spec: &crate::preprocess::PreprocessSpec,
+        stack: &crate::preprocess::Stack,
+        elem_bytes: u64,
+        slots: u64,
+    ) -> StackHbmInput {
+        StackHbmInput {
+            name: stack.name.clone(),
+            tables: stack
+                .tables
+                .iter()
+                .map(|t| {
+                    let def = spec.tables.iter().find(|x| x.name == t.name);
+                    TableHbmInput {
+                        name: t.name.clone(),
+                        padded_rows: t.padded_vocab,
+                        rows: def.map_or(t.padded_vocab, |x| x.vocabulary_size),
+                        dim: def.map_or(stack.stack_embedding_dim, |x| x.embedding_dim),
+                    }
+                })
+                .collect(),
+            dim: stack.stack_embedding_dim,
+            elem_bytes,
+            slots,
+            max_unique: stack.max_unique_ids_per_partition as u64,
+        }
+    }
+}
+
 /// HBM the SparseCore embedding needs on one shard (a chip or a device).
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct SparseCoreHbm {

@@ -207,6 +207,40 @@ impl StepGraph {
         Ok(x)
     }
 
+    /// One SparseCore pass: its compute on the SparseCore and its HBM traffic at the tiles' DMA rate.
+    /// `names`: the compute and traffic span names; `work`: cycles, HBM bytes, of which padding.
+    fn sc_pass(
+        &mut self,
+        unit: ResourceId,
+        dma_cap: u64,
+        (sc, step): (usize, usize),
+        names: (&str, &str),
+        stage: Stage,
+        (cycles, bytes, padding): (u64, u64, u64),
+    ) -> (TaskId, TaskId) {
+        let cat = if stage == Stage::ScForward { "sc_fwd" } else { "sc_bwd" };
+        let x = self.task(
+            Task::occupy(unit, cycles)
+                .name(format!("SC{sc} {} step {step}", names.0))
+                .category(cat)
+                .arg("step", step as i64)
+                .arg("hbm_bytes", bytes as i64)
+                .arg("padding_bytes", padding as i64),
+            Some(stage),
+            0,
+        );
+        let m = self.task(
+            Task::transfer(self.units.hbm, bytes)
+                .cap(dma_cap)
+                .name(format!("SC{sc} {} step {step}", names.1))
+                .category(cat)
+                .arg("step", step as i64),
+            Some(stage),
+            0,
+        );
+        (x, m)
+    }
+
     fn kernel(&mut self, after: TaskId, k: &Kernel, step: usize, tc_hbm_cap: u64) -> Result<TaskId, WorkloadError> {
         let stage = match k.role {
             KernelRole::Forward => Stage::TcForward,
@@ -382,44 +416,21 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
                 fc += params.sc_serial_barrier_cycles * (groups - 1);
                 bc += params.sc_serial_barrier_cycles * (groups - 1);
             }
-            let name = |d: &str| format!("SC{s} {d} step {i}");
-            let fx = g.task(
-                Task::occupy(unit, fc)
-                    .name(name("fwd"))
-                    .category("sc_fwd")
-                    .arg("step", step)
-                    .arg("hbm_bytes", fb as i64)
-                    .arg("padding_bytes", fp as i64),
-                Some(Stage::ScForward),
-                0,
+            let (fx, fm) = g.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("fwd", "gather"),
+                Stage::ScForward,
+                (fc, fb, fp),
             );
-            let fm = g.task(
-                Task::transfer(hbm, fb)
-                    .cap(sc_dma_cap)
-                    .name(name("gather"))
-                    .category("sc_fwd")
-                    .arg("step", step),
-                Some(Stage::ScForward),
-                0,
-            );
-            let bx = g.task(
-                Task::occupy(unit, bc)
-                    .name(name("bwd"))
-                    .category("sc_bwd")
-                    .arg("step", step)
-                    .arg("hbm_bytes", bb as i64)
-                    .arg("padding_bytes", bp as i64),
-                Some(Stage::ScBackward),
-                0,
-            );
-            let bm = g.task(
-                Task::transfer(hbm, bb)
-                    .cap(sc_dma_cap)
-                    .name(name("update"))
-                    .category("sc_bwd")
-                    .arg("step", step),
-                Some(Stage::ScBackward),
-                0,
+            let (bx, bm) = g.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("bwd", "update"),
+                Stage::ScBackward,
+                (bc, bb, bp),
             );
             for t in [fx, fm] {
                 g.dep(f_start, t)?;

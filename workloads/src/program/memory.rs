@@ -4,7 +4,7 @@
 
 use std::collections::BTreeMap;
 
-use sim_sparsecore::limits::hbm::{sparsecore_hbm, SparseCoreHbm, StackHbmInput, TableHbmInput};
+use sim_sparsecore::limits::hbm::{sparsecore_hbm, SparseCoreHbm, StackHbmInput};
 
 use super::dense::DenseProgram;
 use super::graph::HOST_BYTES_PER_ID;
@@ -31,29 +31,7 @@ pub struct Memory {
 pub fn hbm_inputs(p: &Plan) -> Vec<StackHbmInput> {
     p.stacks
         .iter()
-        .map(|st| StackHbmInput {
-            name: st.def.name.clone(),
-            tables: st
-                .def
-                .tables
-                .iter()
-                .map(|t| TableHbmInput {
-                    name: t.name.clone(),
-                    padded_rows: t.padded_vocab,
-                    rows: p
-                        .w
-                        .tables
-                        .iter()
-                        .find(|x| x.name == t.name)
-                        .map_or(t.padded_vocab, |x| x.vocab),
-                    dim: p.w.tables.iter().find(|x| x.name == t.name).map_or(st.dim, |x| x.dim),
-                })
-                .collect(),
-            dim: st.dim,
-            elem_bytes: st.elem_bytes,
-            slots: st.optimizer.slots(),
-            max_unique: st.def.max_unique_ids_per_partition as u64,
-        })
+        .map(|st| StackHbmInput::from_stack(&p.pspec, &st.def, st.elem_bytes, st.optimizer.slots()))
         .collect()
 }
 
