@@ -1,0 +1,453 @@
+//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu`]: passes on
+//! padded tiles, DMA of windows, epilogue), VPU kernels at its per-class rates on padded elements, HBM traffic on
+//! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
+//!
+//! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
+//! launch + every operand and result byte moved once at the HBM rate + one relayout pass over the result's
+//! padded elements. They are listed in [`ModuleCost::unmodelled`].
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+use sim_core::layout::{PrimitiveType, Shape};
+
+use super::bytes::Sizer;
+use super::fusion::{group, Group, KernelKind};
+use super::graph::{Graph, Node};
+use super::ops::OpClass;
+use super::{HloError, HloModule};
+use crate::tensorcore::cost::plan_mxu;
+use crate::tensorcore::lower::{MxuWork, VREG_ELEMENTS};
+use crate::tensorcore::{Bound, ChipModel, Dtype, TcParams};
+
+/// The cost of one kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelCost {
+    /// Kernel name: the instruction that anchors it (its dot, reduce, or last op).
+    pub name: String,
+    /// Loop, reduce, MXU or unmodelled.
+    pub kind: KernelKind,
+    /// Instructions it computes (program order; a fused op recomputed by several kernels is listed in each).
+    pub instructions: Vec<String>,
+    /// Cycles.
+    pub cycles: u64,
+    /// Start cycle in the sequential kernel order.
+    pub start_cycle: u64,
+    /// What limits it.
+    pub bound_by: Bound,
+    /// Nominal FLOPs (2 per multiply-add on the MXU; one per element for elementwise ops and reductions).
+    pub flops: u64,
+    /// HBM bytes read and written, on padded (tiled) sizes.
+    pub hbm_bytes: u64,
+    /// HBM bytes on logical sizes.
+    pub hbm_unpadded_bytes: u64,
+    /// `hbm_bytes - hbm_unpadded_bytes`: traffic spent on tile padding.
+    pub padding_bytes: u64,
+    /// Peak VMEM of its windows.
+    pub vmem_bytes: u64,
+}
+
+/// The cost of one execution of a module's entry computation on one chip.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModuleCost {
+    /// Chip preset name.
+    pub chip: String,
+    /// TensorCore cycles (the sum over kernels, run one after another).
+    pub total_cycles: u64,
+    /// Microseconds at the chip's clock.
+    pub time_us: f64,
+    /// Parameters' padded bytes.
+    pub argument_bytes: u64,
+    /// Outputs' padded bytes plus a tuple's index table.
+    pub output_bytes: u64,
+    /// Peak bytes of intermediate buffers live at once in the kernel order.
+    pub temp_bytes: u64,
+    /// Kernels in execution order.
+    pub kernels: Vec<KernelCost>,
+    /// Opcodes costed by the conservative rule, with their instruction counts.
+    pub unmodelled: BTreeMap<String, u64>,
+}
+
+impl ModuleCost {
+    /// Bytes the program needs in HBM at once: arguments, outputs and temporaries.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.argument_bytes
+            .saturating_add(self.output_bytes)
+            .saturating_add(self.temp_bytes)
+    }
+
+    /// Whether the footprint fits `hbm_bytes`.
+    pub fn fits(&self, hbm_bytes: u64) -> bool {
+        self.footprint_bytes() <= hbm_bytes
+    }
+
+    /// The kernel sequence as a Chrome trace (one `X` event per kernel, one thread per kernel kind).
+    pub fn chrome_trace(&self, clock_hz: f64) -> serde_json::Value {
+        let us = |c: u64| c as f64 * 1e6 / clock_hz;
+        let tid = |k: KernelKind| match k {
+            KernelKind::Mxu => 1,
+            KernelKind::Loop => 2,
+            KernelKind::Reduce => 3,
+            KernelKind::Unmodelled => 4,
+        };
+        let mut events = vec![serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}})];
+        for (name, t) in [("MXU fusions", 1), ("loop fusions", 2), ("reduce fusions", 3), ("unmodelled", 4)] {
+            events.push(serde_json::json!({"ph":"M","name":"thread_name","pid":0,"tid":t,"args":{"name":name}}));
+        }
+        for k in &self.kernels {
+            events.push(serde_json::json!({
+                "ph": "X", "pid": 0, "tid": tid(k.kind), "name": k.name,
+                "ts": us(k.start_cycle), "dur": us(k.cycles),
+                "args": {"cycles": k.cycles, "bound_by": k.bound_by, "flops": k.flops, "hbm_bytes": k.hbm_bytes,
+                         "padding_bytes": k.padding_bytes, "instructions": k.instructions.len()}
+            }));
+        }
+        serde_json::json!({"traceEvents": events, "displayTimeUnit": "ns"})
+    }
+}
+
+/// Element type of a dot/convolution operand, for the MXU model.
+fn dtype_of(p: PrimitiveType) -> Dtype {
+    match p.name() {
+        "bf16" => Dtype::Bfloat16,
+        "f16" => Dtype::Float16,
+        "s8" | "u8" | "s4" | "u4" => Dtype::Int8,
+        "f8e4m3fn" | "f8e4m3" | "f8e4m3fnuz" | "f8e4m3b11fnuz" => Dtype::Float8E4m3fn,
+        "f8e5m2" | "f8e5m2fnuz" => Dtype::Float8E5m2,
+        "s32" | "u32" => Dtype::Int32,
+        _ => Dtype::Float32,
+    }
+}
+
+fn dims_of(s: &Shape) -> Vec<u64> {
+    match s {
+        Shape::Array(a) => a.dims.iter().map(|d| d.upper_bound().unwrap_or(0).max(0) as u64).collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn elements(s: &Shape) -> u64 {
+    match s {
+        Shape::Array(_) => dims_of(s).iter().fold(1u64, |a, &d| a.saturating_mul(d)),
+        Shape::Tuple(e) => e.iter().map(elements).fold(0u64, |a, x| a.saturating_add(x)),
+        _ => 0,
+    }
+}
+
+fn bits_of(s: &Shape) -> u64 {
+    match s {
+        Shape::Array(a) => a.element_type.bit_width() as u64,
+        Shape::Tuple(e) => e.first().map_or(32, bits_of),
+        _ => 32,
+    }
+}
+
+fn prod(dims: &[u64], idx: &[usize]) -> u64 {
+    idx.iter()
+        .map(|&i| dims.get(i).copied().unwrap_or(1))
+        .fold(1u64, |a, d| a.saturating_mul(d))
+}
+
+/// The MXU work of a dot or convolution node, and its FLOPs.
+fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
+    let lhs = &g.nodes[*node.operands.first()?];
+    let rhs = &g.nodes[*node.operands.get(1)?];
+    let ld = dims_of(&lhs.ins.shape);
+    let rd = dims_of(&rhs.ins.shape);
+    let dtype = match &lhs.ins.shape {
+        Shape::Array(a) => dtype_of(a.element_type),
+        _ => return None,
+    };
+    let out_bits = bits_of(&node.ins.shape);
+    let to_idx = |v: Option<Vec<i64>>| -> Vec<usize> {
+        v.unwrap_or_default()
+            .into_iter()
+            .filter(|&x| x >= 0)
+            .map(|x| x as usize)
+            .collect()
+    };
+    if node.class == OpClass::Dot {
+        let lb = to_idx(node.ins.int_list("lhs_batch_dims"));
+        let lc = to_idx(node.ins.int_list("lhs_contracting_dims"));
+        let rb = to_idx(node.ins.int_list("rhs_batch_dims"));
+        let rc = to_idx(node.ins.int_list("rhs_contracting_dims"));
+        let batch = prod(&ld, &lb);
+        let k = prod(&ld, &lc);
+        let lfree: Vec<usize> = (0..ld.len()).filter(|i| !lb.contains(i) && !lc.contains(i)).collect();
+        let rfree: Vec<usize> = (0..rd.len()).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
+        let m = prod(&ld, &lfree);
+        let n = prod(&rd, &rfree);
+        let flops = 2u64.saturating_mul(batch).saturating_mul(m).saturating_mul(k).saturating_mul(n);
+        return Some((
+            MxuWork {
+                batch: batch.max(1),
+                m: m.max(1),
+                k: k.max(1),
+                n: n.max(1),
+                taps_h: 1,
+                taps_w: 1,
+                dtype,
+                out_bits,
+                conv: false,
+            },
+            flops,
+        ));
+    }
+    // Convolution: dim_labels like `b01f_01io->b01f`; window `size=3x3 ...`.
+    let labels = node.ins.attr("dim_labels")?;
+    let (lhs_l, rest) = labels.split_once('_')?;
+    let (rhs_l, out_l) = rest.split_once("->")?;
+    let pos = |l: &str, c: char| l.find(c);
+    let od = dims_of(&node.ins.shape);
+    let groups = node
+        .ins
+        .attr("feature_group_count")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let nb = ld.get(pos(lhs_l, 'b')?).copied()?;
+    let cin = ld.get(pos(lhs_l, 'f')?).copied()? / groups;
+    let cout = rd.get(pos(rhs_l, 'o')?).copied()?;
+    let spatial_out: u64 = out_l
+        .char_indices()
+        .filter(|(_, c)| c.is_ascii_digit())
+        .map(|(i, _)| od.get(i).copied().unwrap_or(1))
+        .fold(1u64, |a, d| a.saturating_mul(d));
+    let taps: Vec<u64> = rhs_l
+        .char_indices()
+        .filter(|(_, c)| c.is_ascii_digit())
+        .map(|(i, _)| rd.get(i).copied().unwrap_or(1))
+        .collect();
+    let taps_h = taps.first().copied().unwrap_or(1).max(1);
+    let taps_w = taps.iter().skip(1).fold(1u64, |a, &d| a.saturating_mul(d)).max(1);
+    let m = nb.saturating_mul(spatial_out);
+    let flops = 2u64
+        .saturating_mul(m)
+        .saturating_mul(taps_h * taps_w)
+        .saturating_mul(cin)
+        .saturating_mul(cout);
+    Some((
+        MxuWork {
+            batch: 1,
+            m: m.max(1),
+            k: cin.max(1),
+            n: cout.max(1),
+            taps_h,
+            taps_w,
+            dtype,
+            out_bits,
+            conv: true,
+        },
+        flops,
+    ))
+}
+
+/// VPU cycles of one fused node (resident rates per 1024 padded elements) and its nominal FLOPs.
+fn vpu_cycles(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer, p: &TcParams) -> Result<(f64, u64), HloError> {
+    let out_blocks = || -> Result<f64, HloError> {
+        Ok(sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64)
+    };
+    let is16 = bits_of(&node.ins.shape) <= 16;
+    let f16 = |f: f64| if is16 { f } else { 1.0 };
+    let n = elements(&node.ins.shape);
+    Ok(match node.class {
+        OpClass::Elementwise if node.ins.opcode == "convert" => (out_blocks()? * p.unary_resident, n),
+        OpClass::Elementwise => (out_blocks()? * p.binary_resident * f16(p.binary_16bit_factor), n),
+        OpClass::Transcendental => (out_blocks()? * p.unary_resident, n),
+        OpClass::Movement => match node.ins.opcode.as_str() {
+            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => (out_blocks()? * p.concat_resident, 0),
+            _ => (0.0, 0),
+        },
+        OpClass::Relayout => (out_blocks()? * p.relayout, 0),
+        OpClass::Reduce => {
+            let input = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
+            let (blocks, ne) = match input {
+                Some(s) => (
+                    sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                    elements(s),
+                ),
+                None => (0.0, 0),
+            };
+            let in16 = input.is_some_and(|s| bits_of(s) <= 16);
+            let f = if in16 { p.reduce_16bit_factor } else { 1.0 };
+            (blocks * p.reduce_resident * f, ne)
+        }
+        _ => (0.0, 0),
+    })
+}
+
+fn is_scalar_constant(node: &Node<'_>) -> bool {
+    node.ins.opcode == "constant" && dims_of(&node.ins.shape).is_empty()
+}
+
+/// Costs one kernel.
+fn cost_kernel(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<KernelCost, HloError> {
+    let p = &chip.params;
+    let mut in_bytes = 0u64;
+    let mut unpadded = 0u64;
+    for &i in &k.inputs {
+        if is_scalar_constant(&g.nodes[i]) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[i].ins.shape)?;
+        in_bytes = in_bytes.saturating_add(s.padded_bytes);
+        unpadded = unpadded.saturating_add(s.logical_bytes);
+    }
+    let mut out_bytes = 0u64;
+    let mut out_elems = 0u64;
+    for &o in &k.outputs {
+        let s = sizer.shape(&g.nodes[o].ins.shape)?;
+        out_bytes = out_bytes.saturating_add(s.padded_bytes);
+        out_elems = out_elems.saturating_add(s.padded_elements);
+        unpadded = unpadded.saturating_add(s.logical_bytes);
+    }
+    let total_bytes = in_bytes.saturating_add(out_bytes);
+    let bw = p.mm_hbm_bytes_per_cycle.max(1e-9);
+    let dma = total_bytes as f64 / bw;
+    let mut flops = 0u64;
+    let mut vpu = 0.0;
+    let mut mxu: Option<(MxuWork, u64)> = None;
+    for &m in &k.members {
+        let node = &g.nodes[m];
+        match node.class {
+            OpClass::Dot | OpClass::Convolution if m == k.anchor => {
+                let w = mxu_work(g, node).ok_or_else(|| {
+                    HloError::Unsupported(format!(
+                        "`{}`: {} operands or attributes are not understood",
+                        node.ins.name, node.ins.opcode
+                    ))
+                })?;
+                flops = flops.saturating_add(w.1);
+                mxu = Some(w);
+            }
+            OpClass::Unmodelled => {
+                *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
+            }
+            _ => {
+                let (c, f) = vpu_cycles(g, node, sizer, p)?;
+                vpu += c;
+                flops = flops.saturating_add(f);
+            }
+        }
+    }
+    let scoped = chip.scoped_vmem_bytes;
+    let (launch, body, bound, vmem) = match k.kind {
+        KernelKind::Mxu => {
+            let (w, _) = mxu.ok_or_else(|| HloError::Unsupported("MXU kernel without a dot".into()))?;
+            let plan = plan_mxu(&w, chip);
+            let body = plan.body_cycles.max(vpu).max(dma);
+            let bound = if body == plan.body_cycles {
+                plan.bound
+            } else if body == vpu {
+                Bound::Vpu
+            } else {
+                Bound::Hbm
+            };
+            (p.mxu_launch_cycles, body, bound, plan.vmem_bytes)
+        }
+        KernelKind::Loop | KernelKind::Reduce => {
+            let resident = (total_bytes as f64) <= p.resident_limit_bytes;
+            let body = if resident { vpu } else { vpu.max(dma) };
+            let bound = if !resident && dma > vpu {
+                Bound::Hbm
+            } else {
+                Bound::Vpu
+            };
+            (p.launch_cycles, body, bound, total_bytes.min(scoped))
+        }
+        KernelKind::Unmodelled => {
+            let body = dma + out_elems as f64 / VREG_ELEMENTS as f64 * p.relayout;
+            (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
+        }
+    };
+    let launch_c = launch.max(0.0).round() as u64;
+    let body_c = body.max(0.0).round() as u64;
+    let bound = if launch_c > body_c { Bound::Launch } else { bound };
+    let mut names = Vec::with_capacity(k.members.len());
+    for &m in &k.members {
+        names.push(g.nodes[m].ins.name.clone());
+    }
+    Ok(KernelCost {
+        name: g.nodes[k.anchor].ins.name.clone(),
+        kind: k.kind,
+        instructions: names,
+        cycles: launch_c + body_c,
+        start_cycle: 0,
+        bound_by: bound,
+        flops,
+        hbm_bytes: total_bytes,
+        hbm_unpadded_bytes: unpadded,
+        padding_bytes: total_bytes.saturating_sub(unpadded),
+        vmem_bytes: vmem,
+    })
+}
+
+/// Peak bytes of kernel outputs live at once (from the kernel writing one to the last kernel reading it); entry
+/// outputs and parameters are not temporaries.
+fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer) -> Result<u64, HloError> {
+    let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    let mut last_use: HashMap<usize, usize> = HashMap::new();
+    for (t, k) in kernels.iter().enumerate() {
+        for &i in &k.inputs {
+            last_use.insert(i, t);
+        }
+    }
+    let mut delta = vec![0i128; kernels.len() + 1];
+    for (t, k) in kernels.iter().enumerate() {
+        for &o in &k.outputs {
+            if outputs.contains(&o) {
+                continue;
+            }
+            let end = last_use.get(&o).copied().unwrap_or(t).max(t);
+            let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes as i128;
+            delta[t] += b;
+            delta[end + 1] -= b;
+        }
+    }
+    let mut live = 0i128;
+    let mut peak = 0i128;
+    for d in delta {
+        live += d;
+        peak = peak.max(live);
+    }
+    Ok(peak.max(0) as u64)
+}
+
+/// Costs one execution of `module`'s entry computation on `chip`.
+pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, HloError> {
+    let sizer = Sizer::new(&chip.name)?;
+    let g = Graph::build(module)?;
+    let entry = module.entry_computation();
+    let mut argument_bytes = 0u64;
+    for (_, i) in entry.parameters() {
+        argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
+    }
+    let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
+    let groups = group(&g)?;
+    let mut unmodelled = BTreeMap::new();
+    let mut kernels = Vec::with_capacity(groups.len());
+    let mut t = 0u64;
+    for k in &groups {
+        let mut c = cost_kernel(&g, k, &sizer, chip, &mut unmodelled)?;
+        c.start_cycle = t;
+        t = t.saturating_add(c.cycles);
+        kernels.push(c);
+    }
+    let temp = temp_bytes(&g, &groups, &sizer)?;
+    Ok(ModuleCost {
+        chip: chip.name.clone(),
+        total_cycles: t,
+        time_us: t as f64 * 1e6 / chip.clock_hz,
+        argument_bytes,
+        output_bytes,
+        temp_bytes: temp,
+        kernels,
+        unmodelled,
+    })
+}

@@ -1,0 +1,257 @@
+//! Grouping instructions into the kernels the XLA TPU compiler emits.
+//!
+//! The rule, read off the compiler's optimized modules (`programs/opt/`), applied consumers first:
+//! - cheap elementwise and data-movement ops (add, select, convert, broadcast, reshape, slice, transpose, ...) are
+//!   fused into every kernel that consumes them, recomputed where there are several (the compiler duplicates a
+//!   convert or a broadcast into each consumer fusion rather than write it out);
+//! - a transcendental (exp, divide, rsqrt, ...) with one consuming kernel is fused into it; with several, it is
+//!   computed once, by a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by
+//!   its own loop fusion;
+//! - a reduction roots a reduce fusion; its producers fuse in as above;
+//! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
+//!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
+//!   output fusion);
+//! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
+//! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
+//!
+//! Kernels run in a topological order of their dataflow (ties: program order).
+
+use std::collections::BTreeSet;
+
+use super::graph::Graph;
+use super::ops::OpClass;
+use super::HloError;
+
+/// What a kernel is, for costing and display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    /// Elementwise loop fusion (and surviving copies/transposes).
+    Loop,
+    /// Reduce fusion.
+    Reduce,
+    /// Dot/convolution fusion on the MXU.
+    Mxu,
+    /// An op tpusim does not model, costed conservatively.
+    Unmodelled,
+}
+
+/// One kernel: the nodes it computes and the buffers it reads and writes.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Kind.
+    pub kind: KernelKind,
+    /// The node that names it (its dot, reduce, or last op).
+    pub anchor: usize,
+    /// Nodes computed (in topological order); a node fused into several kernels appears in each.
+    pub members: Vec<usize>,
+    /// Nodes whose values it reads from memory (parameters, constants, other kernels' outputs).
+    pub inputs: Vec<usize>,
+    /// Members whose values it writes to memory.
+    pub outputs: Vec<usize>,
+}
+
+fn pass_through(class: OpClass, opcode: &str) -> bool {
+    // Free ops that forward a value (a tuple that is not the root forwards its operands).
+    class == OpClass::Free && matches!(opcode, "get-tuple-element" | "bitcast" | "copy-done" | "copy-start" | "tuple")
+}
+
+struct Grouper<'a, 'm> {
+    g: &'a Graph<'m>,
+    groups_of: Vec<Vec<u32>>,
+    kinds: Vec<KernelKind>,
+    anchors: Vec<usize>,
+    is_output: Vec<bool>,
+    multi_output: bool,
+}
+
+impl Grouper<'_, '_> {
+    /// Kernels consuming node `i` (through pass-through ops), and whether its value must be written out.
+    fn user_groups(&self, i: usize) -> (BTreeSet<u32>, bool) {
+        let mut set = BTreeSet::new();
+        let mut out = self.is_output[i];
+        let mut stack: Vec<usize> = self.g.users[i].clone();
+        let mut seen = 0usize;
+        while let Some(u) = stack.pop() {
+            seen += 1;
+            if seen > 100_000 {
+                out = true;
+                break;
+            }
+            let n = &self.g.nodes[u];
+            if pass_through(n.class, &n.ins.opcode) {
+                out |= self.is_output[u];
+                stack.extend(self.g.users[u].iter().copied());
+                continue;
+            }
+            if self.groups_of[u].is_empty() {
+                out = true;
+            }
+            for &k in &self.groups_of[u] {
+                if self.kinds[k as usize] == KernelKind::Unmodelled {
+                    out = true;
+                } else {
+                    set.insert(k);
+                }
+            }
+        }
+        (set, out)
+    }
+
+    fn new_group(&mut self, kind: KernelKind, anchor: usize) -> u32 {
+        self.kinds.push(kind);
+        self.anchors.push(anchor);
+        (self.kinds.len() - 1) as u32
+    }
+
+    fn run(&mut self) {
+        let n = self.g.nodes.len();
+        for i in (0..n).rev() {
+            let node = &self.g.nodes[i];
+            let class = node.class;
+            if class == OpClass::Free {
+                continue;
+            }
+            let (ug, out) = self.user_groups(i);
+            let sibling = ug.iter().copied().find(|&k| self.kinds[k as usize] != KernelKind::Mxu);
+            let groups: Vec<u32> = match class {
+                OpClass::Elementwise | OpClass::Movement | OpClass::Relayout if !out && !ug.is_empty() => {
+                    ug.into_iter().collect()
+                }
+                OpClass::Transcendental if !out && ug.len() == 1 => ug.into_iter().collect(),
+                c if c.fusible() => match sibling {
+                    Some(k) if self.multi_output && !ug.is_empty() => vec![k],
+                    _ => vec![self.new_group(KernelKind::Loop, i)],
+                },
+                OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
+                OpClass::Dot | OpClass::Convolution => {
+                    let all_in_one = !out && ug.len() == 1;
+                    match sibling {
+                        Some(k) if all_in_one => {
+                            self.kinds[k as usize] = KernelKind::Mxu;
+                            self.anchors[k as usize] = i;
+                            vec![k]
+                        }
+                        _ => vec![self.new_group(KernelKind::Mxu, i)],
+                    }
+                }
+                _ => vec![self.new_group(KernelKind::Unmodelled, i)],
+            };
+            self.groups_of[i] = groups;
+        }
+    }
+}
+
+/// Groups the graph's nodes into kernels, in execution order.
+pub fn group(g: &Graph<'_>) -> Result<Vec<Group>, HloError> {
+    let mut is_output = vec![false; g.nodes.len()];
+    for o in g.outputs() {
+        is_output[o] = true;
+    }
+    for multi_output in [true, false] {
+        let mut gr = Grouper {
+            g,
+            groups_of: vec![Vec::new(); g.nodes.len()],
+            kinds: Vec::new(),
+            anchors: Vec::new(),
+            is_output: is_output.clone(),
+            multi_output,
+        };
+        gr.run();
+        if let Some(groups) = assemble(g, &gr) {
+            return Ok(groups);
+        }
+    }
+    // Without multi-output kernels every edge between kernels follows program order, so this is not reached.
+    Err(HloError::Unsupported("kernels depend on each other circularly".into()))
+}
+
+/// Members, inputs and outputs of each kernel, ordered topologically; None if kernels depend on each other
+/// circularly.
+fn assemble(g: &Graph<'_>, gr: &Grouper<'_, '_>) -> Option<Vec<Group>> {
+    let k = gr.kinds.len();
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (i, gs) in gr.groups_of.iter().enumerate() {
+        for &x in gs {
+            members[x as usize].push(i);
+        }
+    }
+    // The node holding the value a (possibly pass-through) operand forwards.
+    let source = |mut o: usize| {
+        let mut hops = 0;
+        while hops < 1000 {
+            let n = &g.nodes[o];
+            if n.ins.opcode != "tuple" && pass_through(n.class, &n.ins.opcode) && n.operands.len() == 1 {
+                if !gr.groups_of[n.operands[0]].is_empty() || g.nodes[n.operands[0]].class == OpClass::Free {
+                    o = n.operands[0];
+                    hops += 1;
+                    continue;
+                }
+            }
+            break;
+        }
+        o
+    };
+    let mut inputs: Vec<Vec<usize>> = vec![Vec::new(); k];
+    let mut preds: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); k];
+    for (gi, ms) in members.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for &m in ms {
+            for &o in &g.nodes[m].operands {
+                let src = source(o);
+                if gr.groups_of[src].contains(&(gi as u32)) {
+                    continue;
+                }
+                if seen.insert(src) {
+                    inputs[gi].push(src);
+                }
+                for &p in &gr.groups_of[src] {
+                    preds[gi].insert(p as usize);
+                }
+            }
+        }
+    }
+    let mut outputs: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (gi, ms) in members.iter().enumerate() {
+        for &m in ms {
+            let (ug, out) = gr.user_groups(m);
+            if out || ug.iter().any(|&u| !gr.groups_of[m].contains(&u)) {
+                outputs[gi].push(m);
+            }
+        }
+    }
+    // Kahn's order over kernels, ties by their anchors' program order.
+    let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (gi, p) in preds.iter().enumerate() {
+        for &x in p {
+            succ[x].push(gi);
+        }
+    }
+    let mut ready: BTreeSet<(usize, usize)> = (0..k).filter(|&x| indeg[x] == 0).map(|x| (gr.anchors[x], x)).collect();
+    let mut order = Vec::with_capacity(k);
+    while let Some((_, x)) = ready.pop_first() {
+        order.push(x);
+        for &s in &succ[x] {
+            indeg[s] -= 1;
+            if indeg[s] == 0 {
+                ready.insert((gr.anchors[s], s));
+            }
+        }
+    }
+    if order.len() < k {
+        return None;
+    }
+    Some(
+        order
+            .into_iter()
+            .map(|x| Group {
+                kind: gr.kinds[x],
+                anchor: gr.anchors[x],
+                members: std::mem::take(&mut members[x]),
+                inputs: std::mem::take(&mut inputs[x]),
+                outputs: std::mem::take(&mut outputs[x]),
+            })
+            .collect(),
+    )
+}
