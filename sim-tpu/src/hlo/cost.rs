@@ -18,7 +18,33 @@ use super::ops::OpClass;
 use super::{HloError, HloModule};
 use crate::tensorcore::cost::plan_mxu;
 use crate::tensorcore::lower::{MxuWork, VREG_ELEMENTS};
-use crate::tensorcore::{Bound, ChipModel, Dtype, TcParams};
+use crate::tensorcore::{Bound, ChipModel, Dtype};
+
+/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file, fitted by
+/// `cargo run --release -p sim-tpu --example hlo_fit` on the `fit` split of testdata/hlo/programs.json only).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HloParams {
+    /// Chip preset name.
+    pub name: String,
+    /// HBM bytes per cycle of the compiler's cost model: `model_hbm_bytes_per_s / model_clock` of the preset
+    /// (not fitted; reference/chips.md).
+    pub hbm_bytes_per_cycle: f64,
+    /// VPU cycles per 1024 padded elements of one fused elementwise op or reduction input (fitted).
+    pub fused_op_cycles: f64,
+    /// Cycles per 1024 padded elements of a loop or reduce fusion's largest array: the per-iteration cost of
+    /// the compiler's loop pipeline (fitted).
+    pub loop_block_cycles: f64,
+    /// Bytes of intermediate buffers the compiler keeps in VMEM instead of HBM (buffers are placed first come,
+    /// first served while they fit; fitted, at most the chip's VMEM).
+    pub vmem_temp_bytes: u64,
+}
+
+/// The embedded constants of every calibrated chip.
+pub fn hlo_params() -> Vec<HloParams> {
+    // Checked by a unit test, so this cannot fail in a released binary.
+    serde_json::from_str(include_str!("calibration.json")).expect("embedded hlo calibration.json is valid")
+}
 
 /// The cost of one kernel.
 #[derive(Clone, Debug, PartialEq, Serialize)]
@@ -242,37 +268,29 @@ fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
     ))
 }
 
-/// VPU cycles of one fused node (resident rates per 1024 padded elements) and its nominal FLOPs.
-fn vpu_cycles(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer, p: &TcParams) -> Result<(f64, u64), HloError> {
-    let out_blocks = || -> Result<f64, HloError> {
-        Ok(sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64)
-    };
-    let is16 = bits_of(&node.ins.shape) <= 16;
-    let f16 = |f: f64| if is16 { f } else { 1.0 };
+/// VPU work of one fused node: (op blocks, largest array blocks) in 1024 padded elements, and nominal FLOPs.
+/// Ops that only index (broadcast, reshape, slice, iota) do no vector work; a transcendental counts twice.
+fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f64), u64), HloError> {
+    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
     let n = elements(&node.ins.shape);
     Ok(match node.class {
-        OpClass::Elementwise if node.ins.opcode == "convert" => (out_blocks()? * p.unary_resident, n),
-        OpClass::Elementwise => (out_blocks()? * p.binary_resident * f16(p.binary_16bit_factor), n),
-        OpClass::Transcendental => (out_blocks()? * p.unary_resident, n),
+        OpClass::Elementwise | OpClass::Relayout => ((out, out), n),
+        OpClass::Transcendental => ((2.0 * out, out), n),
         OpClass::Movement => match node.ins.opcode.as_str() {
-            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => (out_blocks()? * p.concat_resident, 0),
-            _ => (0.0, 0),
+            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => ((out, out), 0),
+            _ => ((0.0, out), 0),
         },
-        OpClass::Relayout => (out_blocks()? * p.relayout, 0),
         OpClass::Reduce => {
             let input = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
-            let (blocks, ne) = match input {
-                Some(s) => (
-                    sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
-                    elements(s),
-                ),
-                None => (0.0, 0),
-            };
-            let in16 = input.is_some_and(|s| bits_of(s) <= 16);
-            let f = if in16 { p.reduce_16bit_factor } else { 1.0 };
-            (blocks * p.reduce_resident * f, ne)
+            match input {
+                Some(s) => {
+                    let b = sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+                    ((b, b), elements(s))
+                }
+                None => ((0.0, out), 0),
+            }
         }
-        _ => (0.0, 0),
+        _ => ((0.0, 0.0), 0),
     })
 }
 
@@ -286,6 +304,7 @@ fn cost_kernel(
     k: &Group,
     sizer: &Sizer,
     chip: &ChipModel,
+    hp: &HloParams,
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<KernelCost, HloError> {
     let p = &chip.params;
@@ -308,8 +327,9 @@ fn cost_kernel(
         unpadded = unpadded.saturating_add(s.logical_bytes);
     }
     let total_bytes = in_bytes.saturating_add(out_bytes);
-    let bw = p.mm_hbm_bytes_per_cycle.max(1e-9);
+    let bw = hp.hbm_bytes_per_cycle.max(1e-9);
     let dma = total_bytes as f64 / bw;
+    let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
     let mut flops = 0u64;
     let mut vpu = 0.0;
     let mut mxu: Option<(MxuWork, u64)> = None;
@@ -330,8 +350,9 @@ fn cost_kernel(
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
             }
             _ => {
-                let (c, f) = vpu_cycles(g, node, sizer, p)?;
-                vpu += c;
+                let (c, f) = vpu_blocks(g, node, sizer)?;
+                vpu += c.0 * hp.fused_op_cycles;
+                max_blocks = max_blocks.max(c.1);
                 flops = flops.saturating_add(f);
             }
         }
@@ -352,13 +373,9 @@ fn cost_kernel(
             (p.mxu_launch_cycles, body, bound, plan.vmem_bytes)
         }
         KernelKind::Loop | KernelKind::Reduce => {
-            let resident = (total_bytes as f64) <= p.resident_limit_bytes;
-            let body = if resident { vpu } else { vpu.max(dma) };
-            let bound = if !resident && dma > vpu {
-                Bound::Hbm
-            } else {
-                Bound::Vpu
-            };
+            let compute = vpu.max(max_blocks * hp.loop_block_cycles);
+            let body = compute.max(dma);
+            let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
         KernelKind::Unmodelled => {
@@ -388,9 +405,10 @@ fn cost_kernel(
     })
 }
 
-/// Peak bytes of kernel outputs live at once (from the kernel writing one to the last kernel reading it); entry
-/// outputs and parameters are not temporaries.
-fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer) -> Result<u64, HloError> {
+/// Peak bytes of intermediate buffers in HBM in the kernel order. A buffer lives from the kernel writing it to
+/// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
+/// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
+fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64) -> Result<u64, HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let mut last_use: HashMap<usize, usize> = HashMap::new();
     for (t, k) in kernels.iter().enumerate() {
@@ -398,21 +416,33 @@ fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer) -> Result<u64, Hl
             last_use.insert(i, t);
         }
     }
-    let mut delta = vec![0i128; kernels.len() + 1];
+    // (start, end, bytes) in kernel order.
+    let mut buffers = Vec::new();
     for (t, k) in kernels.iter().enumerate() {
         for &o in &k.outputs {
             if outputs.contains(&o) {
                 continue;
             }
             let end = last_use.get(&o).copied().unwrap_or(t).max(t);
-            let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes as i128;
-            delta[t] += b;
-            delta[end + 1] -= b;
+            buffers.push((t, end, sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes));
+        }
+    }
+    let mut hbm = vec![0i128; kernels.len() + 1];
+    let mut vmem = vec![0u64; kernels.len() + 1];
+    for (start, end, b) in buffers {
+        let peak_vmem = vmem[start..=end].iter().copied().max().unwrap_or(0);
+        if peak_vmem.saturating_add(b) <= vmem_budget {
+            for v in &mut vmem[start..=end] {
+                *v += b;
+            }
+        } else {
+            hbm[start] += b as i128;
+            hbm[end + 1] -= b as i128;
         }
     }
     let mut live = 0i128;
     let mut peak = 0i128;
-    for d in delta {
+    for d in hbm {
         live += d;
         peak = peak.max(live);
     }
@@ -421,6 +451,20 @@ fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer) -> Result<u64, Hl
 
 /// Costs one execution of `module`'s entry computation on `chip`.
 pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, HloError> {
+    let all = hlo_params();
+    let preset = all
+        .iter()
+        .find(|h| h.name == chip.name)
+        .ok_or_else(|| HloError::Unsupported(format!("no hlo calibration for chip `{}`", chip.name)))?;
+    let mut hp = preset.clone();
+    // A what-if HBM bandwidth (see `chip_model`) scales the calibrated matmul stream rate; follow it.
+    let base = ChipModel::preset(&chip.name).map_err(|e| HloError::Unsupported(e.to_string()))?;
+    hp.hbm_bytes_per_cycle *= chip.params.mm_hbm_bytes_per_cycle / base.params.mm_hbm_bytes_per_cycle.max(1e-9);
+    cost_module_with(module, chip, &hp)
+}
+
+/// Like [`cost_module`] with explicit fused-kernel constants (for the fitter).
+pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) -> Result<ModuleCost, HloError> {
     let sizer = Sizer::new(&chip.name)?;
     let g = Graph::build(module)?;
     let entry = module.entry_computation();
@@ -434,12 +478,12 @@ pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, H
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
     for k in &groups {
-        let mut c = cost_kernel(&g, k, &sizer, chip, &mut unmodelled)?;
+        let mut c = cost_kernel(&g, k, &sizer, chip, hp, &mut unmodelled)?;
         c.start_cycle = t;
         t = t.saturating_add(c.cycles);
         kernels.push(c);
     }
-    let temp = temp_bytes(&g, &groups, &sizer)?;
+    let temp = temp_bytes(&g, &groups, &sizer, hp.vmem_temp_bytes)?;
     Ok(ModuleCost {
         chip: chip.name.clone(),
         total_cycles: t,
@@ -450,4 +494,53 @@ pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, H
         kernels,
         unmodelled,
     })
+}
+
+impl ModuleCost {
+    /// Cycles by what limits the kernels.
+    pub fn cycles_by_bound(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for k in &self.kernels {
+            let key = serde_json::to_value(k.bound_by)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            *m.entry(key).or_insert(0) += k.cycles;
+        }
+        m
+    }
+
+    /// One sentence on what limits the program: the unit most cycles are bound by, the top kernel, and padding.
+    pub fn bottleneck(&self) -> String {
+        let total = self.total_cycles.max(1) as f64;
+        let by = self.cycles_by_bound();
+        let Some((unit, cycles)) = by.iter().max_by_key(|(_, c)| **c) else {
+            return "The program has no kernels.".into();
+        };
+        let what = match unit.as_str() {
+            "MXU" => "the matrix units (MXU-bound kernels)",
+            "VPU" => "the vector unit (elementwise, reductions and layout changes)",
+            "HBM" => "HBM bandwidth",
+            _ => "kernel launch overhead (many small kernels)",
+        };
+        let top = self.kernels.iter().max_by_key(|k| k.cycles);
+        let hbm: u64 = self.kernels.iter().map(|k| k.hbm_bytes).sum();
+        let pad: u64 = self.kernels.iter().map(|k| k.padding_bytes).sum();
+        let mut s = format!(
+            "{:.0}% of the time is limited by {what}",
+            *cycles as f64 / total * 100.0
+        );
+        if let Some(k) = top {
+            s += &format!(
+                "; the largest kernel, {} ({:?}), takes {:.0}%",
+                k.name,
+                k.kind,
+                k.cycles as f64 / total * 100.0
+            );
+        }
+        if hbm > 0 {
+            s += &format!("; tile padding is {:.0}% of HBM traffic", pad as f64 / hbm as f64 * 100.0);
+        }
+        s + "."
+    }
 }

@@ -61,11 +61,20 @@ struct Grouper<'a, 'm> {
     groups_of: Vec<Vec<u32>>,
     kinds: Vec<KernelKind>,
     anchors: Vec<usize>,
+    /// Union-find parent of each kernel (kernels merged into one fusion).
+    parent: Vec<u32>,
     is_output: Vec<bool>,
     multi_output: bool,
 }
 
 impl Grouper<'_, '_> {
+    fn find(&self, mut k: u32) -> u32 {
+        while self.parent[k as usize] != k {
+            k = self.parent[k as usize];
+        }
+        k
+    }
+
     /// Kernels consuming node `i` (through pass-through ops), and whether its value must be written out.
     fn user_groups(&self, i: usize) -> (BTreeSet<u32>, bool) {
         let mut set = BTreeSet::new();
@@ -88,6 +97,7 @@ impl Grouper<'_, '_> {
                 out = true;
             }
             for &k in &self.groups_of[u] {
+                let k = self.find(k);
                 if self.kinds[k as usize] == KernelKind::Unmodelled {
                     out = true;
                 } else {
@@ -101,6 +111,7 @@ impl Grouper<'_, '_> {
     fn new_group(&mut self, kind: KernelKind, anchor: usize) -> u32 {
         self.kinds.push(kind);
         self.anchors.push(anchor);
+        self.parent.push(self.parent.len() as u32);
         (self.kinds.len() - 1) as u32
     }
 
@@ -125,14 +136,21 @@ impl Grouper<'_, '_> {
                 },
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
                 OpClass::Dot | OpClass::Convolution => {
-                    let all_in_one = !out && ug.len() == 1;
-                    match sibling {
-                        Some(k) if all_in_one => {
-                            self.kinds[k as usize] = KernelKind::Mxu;
-                            self.anchors[k as usize] = i;
-                            vec![k]
+                    // Its consumers' kernels (the reductions of a softmax over its result, say) become one fusion
+                    // with it when none of them has a dot of its own.
+                    let no_mxu = ug.iter().all(|&k| self.kinds[k as usize] != KernelKind::Mxu);
+                    let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output);
+                    if joinable {
+                        let mut it = ug.iter().copied();
+                        let k = it.next().unwrap_or(0);
+                        for other in it {
+                            self.parent[other as usize] = k;
                         }
-                        _ => vec![self.new_group(KernelKind::Mxu, i)],
+                        self.kinds[k as usize] = KernelKind::Mxu;
+                        self.anchors[k as usize] = i;
+                        vec![k]
+                    } else {
+                        vec![self.new_group(KernelKind::Mxu, i)]
                     }
                 }
                 _ => vec![self.new_group(KernelKind::Unmodelled, i)],
@@ -154,11 +172,12 @@ pub fn group(g: &Graph<'_>) -> Result<Vec<Group>, HloError> {
             groups_of: vec![Vec::new(); g.nodes.len()],
             kinds: Vec::new(),
             anchors: Vec::new(),
+            parent: Vec::new(),
             is_output: is_output.clone(),
             multi_output,
         };
         gr.run();
-        if let Some(groups) = assemble(g, &gr) {
+        if let Some(groups) = assemble(g, &mut gr) {
             return Ok(groups);
         }
     }
@@ -168,7 +187,29 @@ pub fn group(g: &Graph<'_>) -> Result<Vec<Group>, HloError> {
 
 /// Members, inputs and outputs of each kernel, ordered topologically; None if kernels depend on each other
 /// circularly.
-fn assemble(g: &Graph<'_>, gr: &Grouper<'_, '_>) -> Option<Vec<Group>> {
+fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
+    // Resolve merged kernels and renumber the surviving ones densely.
+    let roots: Vec<u32> = (0..gr.kinds.len() as u32).map(|k| gr.find(k)).collect();
+    let mut dense = vec![u32::MAX; roots.len()];
+    let mut kinds = Vec::new();
+    let mut anchors = Vec::new();
+    for (k, &r) in roots.iter().enumerate() {
+        if r as usize == k {
+            dense[k] = kinds.len() as u32;
+            kinds.push(gr.kinds[k]);
+            anchors.push(gr.anchors[k]);
+        }
+    }
+    for gs in gr.groups_of.iter_mut() {
+        for x in gs.iter_mut() {
+            *x = dense[roots[*x as usize] as usize];
+        }
+        gs.sort_unstable();
+        gs.dedup();
+    }
+    gr.kinds = kinds;
+    gr.anchors = anchors;
+    gr.parent = (0..gr.kinds.len() as u32).collect();
     let k = gr.kinds.len();
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (i, gs) in gr.groups_of.iter().enumerate() {

@@ -27,7 +27,7 @@ pub mod ops;
 pub mod parse;
 pub mod score;
 
-pub use cost::{cost_module, KernelCost, ModuleCost};
+pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
 pub use fusion::KernelKind;
 pub use ir::{Attr, Computation, HloModule, Instruction, Operands};
 
@@ -115,4 +115,46 @@ pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
     }
     model.params.mm_hbm_bytes_per_cycle *= hbm;
     Ok(model)
+}
+
+/// Everything `tpusim hlo` reports for one module on one chip.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HloReport {
+    /// The costs.
+    #[serde(flatten)]
+    pub cost: ModuleCost,
+    /// HBM capacity of the chip, bytes.
+    pub hbm_capacity_bytes: u64,
+    /// Arguments + outputs + temporaries, bytes.
+    pub footprint_bytes: u64,
+    /// Whether the footprint fits HBM.
+    pub fits: bool,
+    /// One sentence on what limits the program.
+    pub bottleneck: String,
+    /// Warnings (unmodelled opcodes and the rule they were costed by).
+    pub warnings: Vec<String>,
+}
+
+/// Costs `module` on `chip` (a preset with any overrides) and adds the capacity verdict and the bottleneck.
+pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
+    let model = chip_model(chip)?;
+    let cost = cost_module(module, &model)?;
+    let hbm = chip.spec.hbm_bytes;
+    let mut warnings = Vec::new();
+    if !cost.unmodelled.is_empty() {
+        let list: Vec<String> = cost.unmodelled.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+        warnings.push(format!(
+            "unmodelled opcodes ({}): each costed as launch + all its operand and result bytes at the HBM rate + \
+             one relayout pass over its result",
+            list.join(", ")
+        ));
+    }
+    Ok(HloReport {
+        footprint_bytes: cost.footprint_bytes(),
+        fits: cost.fits(hbm),
+        hbm_capacity_bytes: hbm,
+        bottleneck: cost.bottleneck(),
+        warnings,
+        cost,
+    })
 }
