@@ -3,8 +3,9 @@
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
 //!
 //! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
-//! launch + every operand and result byte moved once at the HBM rate + one relayout pass over the result's
-//! padded elements. They are listed in [`ModuleCost::unmodelled`].
+//! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
+//! it gathers, a scatter's target once, in place) + one relayout pass over the result's padded elements. They are
+//! listed in [`ModuleCost::unmodelled`]. A kernel of a single VPU op is timed by the TensorCore op model itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -17,7 +18,8 @@ use super::graph::{Graph, Node};
 use super::ops::OpClass;
 use super::{HloError, HloModule};
 use crate::tensorcore::cost::plan_mxu;
-use crate::tensorcore::lower::{MxuWork, VREG_ELEMENTS};
+use crate::tensorcore::cost::time_kernel;
+use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
 /// Constants of the fused-kernel model, per chip (`calibration.json` beside this file, fitted by
@@ -38,6 +40,10 @@ pub struct HloParams {
     /// Bytes of intermediate buffers the compiler keeps in VMEM instead of HBM (buffers are placed first come,
     /// first served while they fit; fitted, at most the chip's VMEM).
     pub vmem_temp_bytes: u64,
+    /// Factor (0..=1) on the TensorCore model's matmul epilogue rates (`mm_out_*`, `mm_acc_32bit`, fitted on
+    /// standalone ops whose results go to HBM): inside a program most matmul results stay in VMEM for the next
+    /// kernel (fitted).
+    pub mxu_epilogue_factor: f64,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -269,13 +275,16 @@ fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
 }
 
 /// VPU work of one fused node: (op blocks, largest array blocks) in 1024 padded elements, and nominal FLOPs.
-/// Ops that only index (broadcast, reshape, slice, iota) do no vector work; a transcendental counts twice.
+/// Cheap elementwise ops ride along in the loop's per-block cost (the compiler's estimates barely grow with
+/// their number); transcendentals, reductions, relayouts and concatenations count their blocks; ops that only
+/// index (broadcast, reshape, slice, iota) do no vector work.
 fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f64), u64), HloError> {
     let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
     let n = elements(&node.ins.shape);
     Ok(match node.class {
-        OpClass::Elementwise | OpClass::Relayout => ((out, out), n),
-        OpClass::Transcendental => ((2.0 * out, out), n),
+        OpClass::Elementwise => ((0.0, out), n),
+        OpClass::Relayout => ((out, out), 0),
+        OpClass::Transcendental => ((out, out), n),
         OpClass::Movement => match node.ins.opcode.as_str() {
             "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => ((out, out), 0),
             _ => ((0.0, out), 0),
@@ -292,6 +301,51 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
         }
         _ => ((0.0, 0.0), 0),
     })
+}
+
+/// The op model's kernel for an unfused VPU op, when its class maps onto one of the model's.
+fn single_op_kernel(
+    g: &Graph<'_>,
+    node: &Node<'_>,
+    in_bytes: u64,
+    out_bytes: u64,
+    unpadded: u64,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<Option<crate::tensorcore::KernelCost>, HloError> {
+    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+    let first_in = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
+    let (class, blocks, bits) = match (node.class, node.ins.opcode.as_str()) {
+        (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
+            (VpuClass::Unary, out, first_in.map_or(32, bits_of))
+        }
+        (OpClass::Elementwise, _) | (OpClass::Movement, "broadcast" | "iota") => {
+            (VpuClass::Binary, out, bits_of(&node.ins.shape))
+        }
+        (OpClass::Reduce, "reduce") => match first_in {
+            Some(s) => (
+                VpuClass::Reduce,
+                sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                bits_of(s),
+            ),
+            None => return Ok(None),
+        },
+        (OpClass::Relayout, _) => (VpuClass::Transpose, out, bits_of(&node.ins.shape)),
+        (OpClass::Movement, "concatenate" | "pad") => (VpuClass::Concat, out, bits_of(&node.ins.shape)),
+        _ => return Ok(None),
+    };
+    let k = Kernel {
+        name: "fusion",
+        work: Work::Vpu {
+            class,
+            blocks,
+            elem_bytes: bits.div_ceil(8).max(1),
+        },
+        in_bytes,
+        out_bytes,
+        unpadded_bytes: unpadded,
+    };
+    Ok(Some(time_kernel(&k, chip)))
 }
 
 fn is_scalar_constant(node: &Node<'_>) -> bool {
@@ -358,10 +412,36 @@ fn cost_kernel(
         }
     }
     let scoped = chip.scoped_vmem_bytes;
+    // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
+    if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
+        if let Some(kc) = single_op_kernel(g, &g.nodes[*only], in_bytes, out_bytes, unpadded, sizer, chip)? {
+            return Ok(KernelCost {
+                name: g.nodes[k.anchor].ins.name.clone(),
+                kind: k.kind,
+                instructions: vec![g.nodes[*only].ins.name.clone()],
+                cycles: kc.cycles,
+                start_cycle: 0,
+                bound_by: kc.bound,
+                flops,
+                hbm_bytes: total_bytes,
+                hbm_unpadded_bytes: unpadded,
+                padding_bytes: total_bytes.saturating_sub(unpadded),
+                vmem_bytes: kc.vmem_bytes,
+            });
+        }
+    }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
             let (w, _) = mxu.ok_or_else(|| HloError::Unsupported("MXU kernel without a dot".into()))?;
-            let plan = plan_mxu(&w, chip);
+            let mut fused = chip.clone();
+            let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
+            fused.params.mm_out_16bit *= f;
+            fused.params.mm_out_32bit *= f;
+            fused.params.mm_acc_32bit *= f;
+            let plan = plan_mxu(&w, &fused);
+            if std::env::var_os("TPUSIM_HLO_DEBUG").is_some() {
+                eprintln!("{:?} plan {:?} vpu {vpu} dma {dma}", w, plan);
+            }
             let body = plan.body_cycles.max(vpu).max(dma);
             let bound = if body == plan.body_cycles {
                 plan.bound
@@ -379,7 +459,19 @@ fn cost_kernel(
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
         KernelKind::Unmodelled => {
-            let body = dma + out_elems as f64 / VREG_ELEMENTS as f64 * p.relayout;
+            // Gathers read only the rows they gather (as many bytes as they write); scatters update their first
+            // operand in place (its bytes are the result's, counted once).
+            let anchor = &g.nodes[k.anchor];
+            let first = anchor
+                .operands
+                .first()
+                .map_or(Ok(0), |&o| sizer.shape(&g.nodes[o].ins.shape).map(|s| s.padded_bytes))?;
+            let moved = match anchor.ins.opcode.as_str() {
+                "gather" | "dynamic-slice" => total_bytes.saturating_sub(first).saturating_add(out_bytes),
+                "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),
+                _ => total_bytes,
+            };
+            let body = moved as f64 / bw + out_elems as f64 / VREG_ELEMENTS as f64 * p.relayout;
             (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
         }
     };
@@ -473,7 +565,14 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
     }
     let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
-    let groups = group(&g)?;
+    let node_bytes = |i: usize| {
+        let n = &g.nodes[i];
+        if is_scalar_constant(n) {
+            return 0;
+        }
+        sizer.shape(&n.ins.shape).map_or(0, |s| s.padded_bytes)
+    };
+    let groups = group(&g, &node_bytes)?;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;

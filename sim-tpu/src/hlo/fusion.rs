@@ -11,6 +11,9 @@
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
 //!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
 //!   output fusion);
+//! - a dot's operand that several instructions use is computed in each dot's prologue only when that reads no
+//!   more HBM bytes than the operand itself; otherwise (the gradient of a softmax, recomputed from several
+//!   full-size tensors for two dots) it is written out once and the dots read it;
 //! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
 //! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
 //!
@@ -160,11 +163,47 @@ impl Grouper<'_, '_> {
     }
 }
 
-/// Groups the graph's nodes into kernels, in execution order.
-pub fn group(g: &Graph<'_>) -> Result<Vec<Group>, HloError> {
+/// Nodes at most this many fused producers deep are examined when deciding whether a dot's operand fuses.
+const MAX_CONE: usize = 256;
+
+/// HBM bytes of the values an operand's fused producer cone reads (its leaves), at most `MAX_CONE` nodes deep.
+fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u64 {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![o];
+    let mut total = 0u64;
+    let mut visited = 0;
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x) {
+            continue;
+        }
+        visited += 1;
+        let n = &g.nodes[x];
+        let inner = n.class.fusible() || (n.class == OpClass::Free && pass_through(n.class, &n.ins.opcode));
+        if x != o && !inner || visited > MAX_CONE {
+            total = total.saturating_add(bytes(x));
+            continue;
+        }
+        stack.extend(n.operands.iter().copied());
+    }
+    total
+}
+
+/// Groups the graph's nodes into kernels, in execution order; `bytes` gives a node's padded result bytes.
+pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, HloError> {
     let mut is_output = vec![false; g.nodes.len()];
     for o in g.outputs() {
         is_output[o] = true;
+    }
+    for n in &g.nodes {
+        if !matches!(n.class, OpClass::Dot | OpClass::Convolution) {
+            continue;
+        }
+        for &o in &n.operands {
+            let shared = g.users[o].len() > 1;
+            if shared && g.nodes[o].class.fusible() && cone_input_bytes(g, o, bytes) > bytes(o) {
+                is_output[o] = true;
+            }
+        }
     }
     for multi_output in [true, false] {
         let mut gr = Grouper {

@@ -144,8 +144,8 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
     if !cost.unmodelled.is_empty() {
         let list: Vec<String> = cost.unmodelled.iter().map(|(k, n)| format!("{k} x{n}")).collect();
         warnings.push(format!(
-            "unmodelled opcodes ({}): each costed as launch + all its operand and result bytes at the HBM rate + \
-             one relayout pass over its result",
+            "unmodelled opcodes ({}): each costed as launch + its operand and result bytes at the HBM rate (a gather's \
+             table only the rows it reads, a scatter's target once) + one relayout pass over its result",
             list.join(", ")
         ));
     }
