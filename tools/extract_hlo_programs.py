@@ -44,4 +44,9 @@ for r in sorted(records, key=lambda r: r["id"]):
     })
 with open(out / "programs.json", "w") as f:
     f.write("[\n" + ",\n".join(json.dumps(r, sort_keys=True) for r in rows) + "\n]\n")
+# A few optimized modules (tiled layouts, fusions, S(n) memory spaces, debug sections) for reader tests.
+(out / "opt").mkdir(exist_ok=True)
+for rid in ["norm_residual.layernorm_n4096_d4096_fwd_f32@v4", "norm_residual.rmsnorm_n16384_d4096_fwd_bf16@tpu7x",
+            "dlrm_bottom_mlp.b256_fwd_bf16@v5p", "attention.b16_s256_h8_dh64_fwd_bf16@v6e"]:
+    shutil.copy(src / "opt" / f"{rid}.txt.gz", out / "opt" / f"{rid}.txt.gz")
 print(f"{len(rows)} records, {len(set(r['hlo'] for r in rows))} HLO files -> {out}")

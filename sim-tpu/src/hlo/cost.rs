@@ -442,14 +442,10 @@ fn cost_kernel(
             if std::env::var_os("TPUSIM_HLO_DEBUG").is_some() {
                 eprintln!("{:?} plan {:?} vpu {vpu} dma {dma}", w, plan);
             }
-            let body = plan.body_cycles.max(vpu).max(dma);
-            let bound = if body == plan.body_cycles {
-                plan.bound
-            } else if body == vpu {
-                Bound::Vpu
-            } else {
-                Bound::Hbm
-            };
+            // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
+            // intermediates, so no separate HBM term.
+            let body = plan.body_cycles.max(vpu);
+            let bound = if body == plan.body_cycles { plan.bound } else { Bound::Vpu };
             (p.mxu_launch_cycles, body, bound, plan.vmem_bytes)
         }
         KernelKind::Loop | KernelKind::Reduce => {

@@ -127,7 +127,12 @@ impl Grouper<'_, '_> {
                 continue;
             }
             let (ug, out) = self.user_groups(i);
-            let sibling = ug.iter().copied().find(|&k| self.kinds[k as usize] != KernelKind::Mxu);
+            // A value written out joins its earliest consumer kernel (later ones may depend on that one).
+            let sibling = ug
+                .iter()
+                .copied()
+                .filter(|&k| self.kinds[k as usize] != KernelKind::Mxu)
+                .min_by_key(|&k| self.anchors[k as usize]);
             let groups: Vec<u32> = match class {
                 OpClass::Elementwise | OpClass::Movement | OpClass::Relayout if !out && !ug.is_empty() => {
                     ug.into_iter().collect()

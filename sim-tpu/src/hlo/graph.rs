@@ -38,7 +38,11 @@ impl<'m> Graph<'m> {
     /// Flattens `module`'s entry computation.
     pub fn build(module: &'m HloModule) -> Result<Graph<'m>, HloError> {
         let mut nodes = Vec::new();
-        let root = inline(module, module.entry, None, 0, &mut nodes)?;
+        let mut cx = Inliner {
+            active: Vec::new(),
+            visited: 0,
+        };
+        let root = inline(module, module.entry, None, &mut cx, &mut nodes)?;
         let mut users = vec![Vec::new(); nodes.len()];
         for (i, n) in nodes.iter().enumerate() {
             for &o in &n.operands {
@@ -61,22 +65,38 @@ impl<'m> Graph<'m> {
     }
 }
 
+/// Inlining state: the computations being inlined (to refuse recursion) and the instructions visited.
+struct Inliner {
+    active: Vec<usize>,
+    visited: usize,
+}
+
 fn inline<'m>(
     m: &'m HloModule,
     comp: usize,
     args: Option<&[usize]>,
-    depth: usize,
+    cx: &mut Inliner,
     nodes: &mut Vec<Node<'m>>,
 ) -> Result<usize, HloError> {
     let c = &m.computations[comp];
-    if depth > MAX_CALL_DEPTH {
+    if cx.active.len() > MAX_CALL_DEPTH {
         return Err(HloError::Unsupported(format!(
             "calls nested deeper than {MAX_CALL_DEPTH} (at `{}`)",
             c.name
         )));
     }
+    if cx.active.contains(&comp) {
+        return Err(HloError::Unsupported(format!("computation `{}` calls itself", c.name)));
+    }
+    cx.active.push(comp);
     let mut ids = Vec::with_capacity(c.instructions.len());
     for ins in &c.instructions {
+        cx.visited += 1;
+        if cx.visited > MAX_NODES {
+            return Err(HloError::Unsupported(format!(
+                "more than {MAX_NODES} instructions after inlining calls"
+            )));
+        }
         let ops: Vec<usize> = ins.operand_ids().iter().map(|&o| ids[o]).collect();
         let id = match (&ins.operands, args) {
             (Operands::Parameter(n), Some(a)) => *a.get(*n as usize).ok_or_else(|| {
@@ -95,7 +115,7 @@ fn inline<'m>(
                     .iter()
                     .position(|x| x.name == callee)
                     .ok_or_else(|| HloError::Unsupported(format!("`{}`: no computation `{callee}`", ins.name)))?;
-                inline(m, idx, Some(&ops), depth + 1, nodes)?
+                inline(m, idx, Some(&ops), cx, nodes)?
             }
             _ => {
                 if nodes.len() >= MAX_NODES {
@@ -118,5 +138,6 @@ fn inline<'m>(
         };
         ids.push(id);
     }
+    cx.active.pop();
     Ok(ids[c.root])
 }
