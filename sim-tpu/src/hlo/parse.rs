@@ -19,10 +19,13 @@ const SECTIONS: &[&str] = &["FileNames", "FunctionNames", "FileLocations", "Stac
 /// Parses a whole module.
 pub fn parse_module(text: &str) -> Result<HloModule, HloError> {
     let blanked = blank_comments(text.as_bytes())?;
+    // Only whole comments (ASCII delimiters) were blanked, so the text is still UTF-8.
+    let blanked = String::from_utf8(blanked).map_err(|_| HloError::Unsupported("text is not UTF-8".into()))?;
     let mut p = Parser {
-        s: &blanked,
+        s: blanked.as_bytes(),
+        t: &blanked,
         pos: 0,
-        lines: line_starts(&blanked),
+        lines: line_starts(blanked.as_bytes()),
         calls: Vec::new(),
     };
     p.module()
@@ -90,6 +93,8 @@ fn line_col(lines: &[usize], pos: usize) -> (usize, usize) {
 
 struct Parser<'a> {
     s: &'a [u8],
+    /// The same text as `s`.
+    t: &'a str,
     pos: usize,
     lines: Vec<usize>,
     /// Computation names that attributes refer to, with where: checked once all computations are read.
@@ -479,7 +484,7 @@ impl Parser<'_> {
         self.expect(b'=')?;
         self.sp();
         let shape_pos = self.pos;
-        let rest = std::str::from_utf8(&self.s[self.pos..]).map_err(|_| self.err("UTF-8 text"))?;
+        let rest = self.t.get(self.pos..).ok_or_else(|| self.err("UTF-8 text"))?;
         let (shape, used) = parse_shape_prefix(rest).map_err(|e| match e {
             LayoutError::Parse { offset, expected, found } => {
                 let (line, column) = self.at(shape_pos + offset);
