@@ -319,7 +319,7 @@ fn single_op_kernel(
         (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
             (VpuClass::Unary, out, first_in.map_or(32, bits_of))
         }
-        (OpClass::Elementwise, _) | (OpClass::Movement, "broadcast" | "iota") => {
+        (OpClass::Elementwise, _) => {
             (VpuClass::Binary, out, bits_of(&node.ins.shape))
         }
         (OpClass::Reduce, "reduce") => match first_in {
@@ -458,10 +458,11 @@ fn cost_kernel(
             // Gathers read only the rows they gather (as many bytes as they write); scatters update their first
             // operand in place (its bytes are the result's, counted once).
             let anchor = &g.nodes[k.anchor];
-            let first = anchor
-                .operands
-                .first()
-                .map_or(Ok(0), |&o| sizer.shape(&g.nodes[o].ins.shape).map(|s| s.padded_bytes))?;
+            // Only when the kernel reads it from memory (a broadcast initial value is generated in place).
+            let first = match anchor.operands.first() {
+                Some(o) if k.inputs.contains(o) => sizer.shape(&g.nodes[*o].ins.shape)?.padded_bytes,
+                _ => 0,
+            };
             let moved = match anchor.ins.opcode.as_str() {
                 "gather" | "dynamic-slice" => total_bytes.saturating_sub(first).saturating_add(out_bytes),
                 "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),

@@ -11,8 +11,8 @@
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
 //!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
 //!   output fusion);
-//! - a dot's operand that several instructions use is computed in each dot's prologue only when that reads no
-//!   more HBM bytes than the operand itself; otherwise (the gradient of a softmax, recomputed from several
+//! - a dot's operand that several instructions use is computed in each dot's prologue only when that reads at
+//!   most twice the operand's bytes (a bias and activation on a matmul result, a dtype conversion); otherwise (the gradient of a softmax, recomputed from several
 //!   full-size tensors for two dots) it is written out once and the dots read it;
 //! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
 //! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
@@ -101,7 +101,11 @@ impl Grouper<'_, '_> {
             }
             for &k in &self.groups_of[u] {
                 let k = self.find(k);
-                if self.kinds[k as usize] == KernelKind::Unmodelled {
+                // An unmodelled op reads its operands from memory, except values generated from nothing
+                // (a broadcast constant, an iota: a scatter's zero initial value), which it generates itself.
+                let generated = matches!(self.g.nodes[i].ins.opcode.as_str(), "broadcast" | "iota")
+                    && self.g.nodes[i].operands.iter().all(|&o| self.g.nodes[o].ins.opcode == "constant");
+                if self.kinds[k as usize] == KernelKind::Unmodelled && !generated {
                     out = true;
                 } else {
                     set.insert(k);
@@ -205,7 +209,7 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
         }
         for &o in &n.operands {
             let shared = g.users[o].len() > 1;
-            if shared && g.nodes[o].class.fusible() && cone_input_bytes(g, o, bytes) > bytes(o) {
+            if shared && g.nodes[o].class.fusible() && cone_input_bytes(g, o, bytes) > 2 * bytes(o) {
                 is_output[o] = true;
             }
         }
