@@ -53,7 +53,7 @@ fn main() {
         // Coordinate search on a log grid, bounds: 0.05..64 cycles per block.
         let mut best = objective(&recs, &chip, &hp);
         for _round in 0..4 {
-            for field in 0..3 {
+            for field in 0..4 {
                 let mut step = 2.0f64;
                 while step > 1.01 {
                     let mut improved = false;
@@ -62,7 +62,8 @@ fn main() {
                         match field {
                             0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
                             1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
-                            _ => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
+                            2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
+                            _ => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
                         }
                         let o = objective(&recs, &chip, &h);
                         if o < best - 1e-9 {
@@ -96,6 +97,7 @@ fn main() {
         hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
         hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
         hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;
+        hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
         let errs: Vec<f64> = recs
             .iter()
             .filter(|r| r.scored)

@@ -44,6 +44,9 @@ pub struct HloParams {
     /// standalone ops whose results go to HBM): inside a program most matmul results stay in VMEM for the next
     /// kernel (fitted).
     pub mxu_epilogue_factor: f64,
+    /// Factor (0.2..=1) on the op model's fixed launch cycles (`launch_cycles`, `mxu_launch_cycles`): kernels of
+    /// one program overlap their prologue with the previous kernel (fitted).
+    pub launch_factor: f64,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -472,7 +475,7 @@ fn cost_kernel(
             (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
         }
     };
-    let launch_c = launch.max(0.0).round() as u64;
+    let launch_c = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
     let body_c = body.max(0.0).round() as u64;
     let bound = if launch_c > body_c { Bound::Launch } else { bound };
     let mut names = Vec::with_capacity(k.members.len());
