@@ -49,10 +49,14 @@ fn main() {
                 scored: r["estimate_complete"].as_bool().unwrap(),
             })
             .collect();
+        // Coordinate search on a log grid from a few starting points (the objective has local minima).
+        let mut best_start = (f64::MAX, start.clone());
+        for (lb, fo) in [(2.0, 0.5), (8.0, 0.5), (2.0, 3.0), (8.0, 3.0), (start.loop_block_cycles, start.fused_op_cycles)] {
         let mut hp = start.clone();
-        // Coordinate search on a log grid, bounds: 0.05..64 cycles per block.
+        hp.loop_block_cycles = lb;
+        hp.fused_op_cycles = fo;
         let mut best = objective(&recs, &chip, &hp);
-        for _round in 0..4 {
+        for _round in 0..3 {
             for field in 0..4 {
                 let mut step = 2.0f64;
                 while step > 1.01 {
@@ -78,6 +82,11 @@ fn main() {
                 }
             }
         }
+        if best < best_start.0 {
+            best_start = (best, hp);
+        }
+        }
+        let mut hp = best_start.1;
         // VMEM budget for temporaries: the candidate (multiples of 1 MiB up to the chip's VMEM) with the least
         // median temp error.
         let mut best_t = (f64::MAX, 0u64);

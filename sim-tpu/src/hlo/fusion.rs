@@ -270,12 +270,14 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
         let mut hops = 0;
         while hops < 1000 {
             let n = &g.nodes[o];
-            if n.ins.opcode != "tuple" && pass_through(n.class, &n.ins.opcode) && n.operands.len() == 1 {
-                if !gr.groups_of[n.operands[0]].is_empty() || g.nodes[n.operands[0]].class == OpClass::Free {
-                    o = n.operands[0];
-                    hops += 1;
-                    continue;
-                }
+            if n.ins.opcode != "tuple"
+                && pass_through(n.class, &n.ins.opcode)
+                && n.operands.len() == 1
+                && (!gr.groups_of[n.operands[0]].is_empty() || g.nodes[n.operands[0]].class == OpClass::Free)
+            {
+                o = n.operands[0];
+                hops += 1;
+                continue;
             }
             break;
         }

@@ -392,12 +392,8 @@ impl Parser<'_> {
                 match c {
                     b'(' | b'[' => depth += 1,
                     b')' | b']' => depth = depth.saturating_sub(1),
-                    b'{' if depth == 0 => {
-                        // A result layout `{1,0}` follows `]`; the body brace follows a space.
-                        if self.pos > start && self.s[self.pos - 1] == b' ' {
-                            break;
-                        }
-                    }
+                    // A result layout `{1,0}` follows `]`; the body brace follows a space.
+                    b'{' if depth == 0 && self.pos > start && self.s[self.pos - 1] == b' ' => break,
                     b'\n' => return Err(self.err("`{` opening the computation body")),
                     _ => {}
                 }

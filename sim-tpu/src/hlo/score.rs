@@ -3,7 +3,7 @@
 
 /// Error of one prediction against the compiler's number.
 pub fn ratio_error(pred: f64, est: f64) -> f64 {
-    if !(pred > 0.0 && est > 0.0) || !pred.is_finite() {
+    if !(pred > 0.0 && est > 0.0 && pred.is_finite()) {
         return 10.0;
     }
     (pred / est).max(est / pred) - 1.0
