@@ -389,11 +389,11 @@ fn cost_kernel(
     let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
     let mut flops = 0u64;
     let mut vpu = 0.0;
-    let mut mxu: Option<(MxuWork, u64)> = None;
+    let mut mxu: Vec<MxuWork> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
         match node.class {
-            OpClass::Dot | OpClass::Convolution if m == k.anchor => {
+            OpClass::Dot | OpClass::Convolution => {
                 let w = mxu_work(g, node).ok_or_else(|| {
                     HloError::Unsupported(format!(
                         "`{}`: {} operands or attributes are not understood",
@@ -401,7 +401,7 @@ fn cost_kernel(
                     ))
                 })?;
                 flops = flops.saturating_add(w.1);
-                mxu = Some(w);
+                mxu.push(w.0);
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -435,21 +435,32 @@ fn cost_kernel(
     }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
-            let (w, _) = mxu.ok_or_else(|| HloError::Unsupported("MXU kernel without a dot".into()))?;
+            if mxu.is_empty() {
+                return Err(HloError::Unsupported("MXU kernel without a dot".into()));
+            }
             let mut fused = chip.clone();
             let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
             fused.params.mm_out_16bit *= f;
             fused.params.mm_out_32bit *= f;
             fused.params.mm_acc_32bit *= f;
-            let plan = plan_mxu(&w, &fused);
-            if std::env::var_os("TPUSIM_HLO_DEBUG").is_some() {
-                eprintln!("{:?} plan {:?} vpu {vpu} dma {dma}", w, plan);
+            // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
+            // runs each dot's window plan in turn.
+            let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
+            let mut longest = 0.0;
+            for w in &mxu {
+                let plan = plan_mxu(w, &fused);
+                mxu_body += plan.body_cycles;
+                vmem = vmem.max(plan.vmem_bytes);
+                if plan.body_cycles > longest {
+                    longest = plan.body_cycles;
+                    bound = plan.bound;
+                }
             }
             // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
             // intermediates, so no separate HBM term.
-            let body = plan.body_cycles.max(vpu);
-            let bound = if body == plan.body_cycles { plan.bound } else { Bound::Vpu };
-            (p.mxu_launch_cycles, body, bound, plan.vmem_bytes)
+            let body = f64::max(mxu_body, vpu);
+            let bound = if body == mxu_body { bound } else { Bound::Vpu };
+            (p.mxu_launch_cycles, body, bound, vmem)
         }
         KernelKind::Loop | KernelKind::Reduce => {
             let compute = vpu.max(max_blocks * hp.loop_block_cycles);

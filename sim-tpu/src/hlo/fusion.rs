@@ -8,6 +8,8 @@
 //!   computed once, by a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by
 //!   its own loop fusion;
 //! - a reduction roots a reduce fusion; its producers fuse in as above;
+//! - a dot whose result is much larger than its operands (attention scores) is recomputed by every kernel that
+//!   consumes it;
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
 //!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
 //!   output fusion);
@@ -67,6 +69,8 @@ struct Grouper<'a, 'm> {
     /// Union-find parent of each kernel (kernels merged into one fusion).
     parent: Vec<u32>,
     is_output: Vec<bool>,
+    /// Dots whose result is much larger than their operands: recomputed in each consuming kernel.
+    recompute: Vec<bool>,
     multi_output: bool,
 }
 
@@ -147,6 +151,15 @@ impl Grouper<'_, '_> {
                     _ => vec![self.new_group(KernelKind::Loop, i)],
                 },
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
+                OpClass::Dot | OpClass::Convolution if self.recompute[i] && !out && !ug.is_empty() => {
+                    for &k in &ug {
+                        if self.kinds[k as usize] != KernelKind::Mxu {
+                            self.kinds[k as usize] = KernelKind::Mxu;
+                            self.anchors[k as usize] = i;
+                        }
+                    }
+                    ug.into_iter().collect()
+                }
                 OpClass::Dot | OpClass::Convolution => {
                     // Its consumers' kernels (the reductions of a softmax over its result, say) become one fusion
                     // with it when none of them has a dot of its own.
@@ -171,6 +184,11 @@ impl Grouper<'_, '_> {
         }
     }
 }
+
+/// A dot whose result has more than this many times its operands' bytes (attention scores: contracting over a
+/// head dimension of 64 expands the inputs 32-fold and more) is recomputed in each consuming kernel, as the
+/// compiler does, rather than written out and read back.
+const RECOMPUTE_RATIO: u64 = 8;
 
 /// Nodes at most this many fused producers deep are examined when deciding whether a dot's operand fuses.
 const MAX_CONE: usize = 256;
@@ -203,10 +221,13 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
     for o in g.outputs() {
         is_output[o] = true;
     }
-    for n in &g.nodes {
+    let mut recompute = vec![false; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
         if !matches!(n.class, OpClass::Dot | OpClass::Convolution) {
             continue;
         }
+        let operand_bytes: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
+        recompute[i] = bytes(i) > RECOMPUTE_RATIO * operand_bytes.max(1);
         for &o in &n.operands {
             let shared = g.users[o].len() > 1;
             if shared && g.nodes[o].class.fusible() && cone_input_bytes(g, o, bytes) > 2 * bytes(o) {
@@ -222,6 +243,7 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             anchors: Vec::new(),
             parent: Vec::new(),
             is_output: is_output.clone(),
+            recompute: recompute.clone(),
             multi_output,
         };
         gr.run();
