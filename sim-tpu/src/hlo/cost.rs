@@ -4,8 +4,7 @@
 //!
 //! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
 //! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
-//! it gathers, a scatter's target once, in place) + one relayout pass over the result's padded elements. They are
-//! listed in [`ModuleCost::unmodelled`]. A kernel of a single VPU op is timed by the TensorCore op model itself.
+//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a single VPU op is timed by the TensorCore op model itself.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -482,7 +481,7 @@ fn cost_kernel(
                 "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),
                 _ => total_bytes,
             };
-            let body = moved as f64 / bw + out_elems as f64 / VREG_ELEMENTS as f64 * p.relayout;
+            let body = moved as f64 / bw;
             (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
         }
     };

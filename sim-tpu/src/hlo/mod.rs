@@ -145,7 +145,7 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
         let list: Vec<String> = cost.unmodelled.iter().map(|(k, n)| format!("{k} x{n}")).collect();
         warnings.push(format!(
             "unmodelled opcodes ({}): each costed as launch + its operand and result bytes at the HBM rate (a gather's \
-             table only the rows it reads, a scatter's target once) + one relayout pass over its result",
+             table only the rows it reads, a scatter's target once)",
             list.join(", ")
         ));
     }
