@@ -45,8 +45,12 @@ fn bench(c: &mut Criterion) {
     let m = HloModule::parse(&text).unwrap();
     assert!(m.instruction_count() >= 10_000, "{}", m.instruction_count());
     let chip = ChipModel::preset("v5e").unwrap();
-    c.bench_function("hlo_parse_10k_instructions", |b| b.iter(|| HloModule::parse(&text).unwrap()));
-    c.bench_function("hlo_cost_10k_instructions", |b| b.iter(|| cost_module(&m, &chip).unwrap()));
+    c.bench_function("hlo_parse_10k_instructions", |b| {
+        b.iter(|| HloModule::parse(&text).unwrap())
+    });
+    c.bench_function("hlo_cost_10k_instructions", |b| {
+        b.iter(|| cost_module(&m, &chip).unwrap())
+    });
 }
 
 criterion_group!(benches, bench);

@@ -26,9 +26,14 @@ fn main() {
         let c = cost_module(&m, &chip).unwrap();
         let split = r["split"].as_str().unwrap().to_string();
         let ch = r["chip"].as_str().unwrap().to_string();
-        if c.argument_bytes != r["argument_bytes"].as_u64().unwrap() || c.output_bytes != r["output_bytes"].as_u64().unwrap() {
+        if c.argument_bytes != r["argument_bytes"].as_u64().unwrap()
+            || c.output_bytes != r["output_bytes"].as_u64().unwrap()
+        {
             bytes_bad += 1;
-            println!("BYTES {} arg {} vs {} out {} vs {}", r["id"], c.argument_bytes, r["argument_bytes"], c.output_bytes, r["output_bytes"]);
+            println!(
+                "BYTES {} arg {} vs {} out {} vs {}",
+                r["id"], c.argument_bytes, r["argument_bytes"], c.output_bytes, r["output_bytes"]
+            );
         }
         let te = temp_error(c.temp_bytes, r["temp_bytes"].as_u64().unwrap());
         for key in [(split.clone(), ch.clone()), (split.clone(), "all".to_string())] {
@@ -43,19 +48,33 @@ fn main() {
             if verbose {
                 println!(
                     "{:6} {:62} pred {:>11} est {:>11.0} {:+7.1}%  temp {:>11} vs {:>11}  kernels {}",
-                    split, r["id"].as_str().unwrap(), c.total_cycles, est,
-                    (c.total_cycles as f64 / est - 1.0) * 100.0, c.temp_bytes, r["temp_bytes"], c.kernels.len()
+                    split,
+                    r["id"].as_str().unwrap(),
+                    c.total_cycles,
+                    est,
+                    (c.total_cycles as f64 / est - 1.0) * 100.0,
+                    c.temp_bytes,
+                    r["temp_bytes"],
+                    c.kernels.len()
                 );
             }
         }
     }
     println!("argument/output bytes mismatches: {bytes_bad} of {}", records.len());
-    println!("{:8} {:6} {:>4} {:>9} {:>9} {:>10}", "split", "chip", "n", "cyc med", "cyc p90", "temp med");
+    println!(
+        "{:8} {:6} {:>4} {:>9} {:>9} {:>10}",
+        "split", "chip", "n", "cyc med", "cyc p90", "temp med"
+    );
     for ((split, ch), v) in &cyc {
         let t = &tmp[&(split.clone(), ch.clone())];
         println!(
             "{:8} {:6} {:>4} {:>8.1}% {:>8.1}% {:>9.1}%",
-            split, ch, v.len(), quantile(v, 0.5) * 100.0, quantile(v, 0.9) * 100.0, quantile(t, 0.5) * 100.0
+            split,
+            ch,
+            v.len(),
+            quantile(v, 0.5) * 100.0,
+            quantile(v, 0.9) * 100.0,
+            quantile(t, 0.5) * 100.0
         );
     }
 }

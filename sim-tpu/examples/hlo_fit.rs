@@ -51,40 +51,46 @@ fn main() {
             .collect();
         // Coordinate search on a log grid from a few starting points (the objective has local minima).
         let mut best_start = (f64::MAX, start.clone());
-        for (lb, fo) in [(2.0, 0.5), (8.0, 0.5), (2.0, 3.0), (8.0, 3.0), (start.loop_block_cycles, start.fused_op_cycles)] {
-        let mut hp = start.clone();
-        hp.loop_block_cycles = lb;
-        hp.fused_op_cycles = fo;
-        let mut best = objective(&recs, &chip, &hp);
-        for _round in 0..3 {
-            for field in 0..4 {
-                let mut step = 2.0f64;
-                while step > 1.01 {
-                    let mut improved = false;
-                    for f in [step, 1.0 / step] {
-                        let mut h = hp.clone();
-                        match field {
-                            0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
-                            1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
-                            2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
-                            _ => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+        for (lb, fo) in [
+            (2.0, 0.5),
+            (8.0, 0.5),
+            (2.0, 3.0),
+            (8.0, 3.0),
+            (start.loop_block_cycles, start.fused_op_cycles),
+        ] {
+            let mut hp = start.clone();
+            hp.loop_block_cycles = lb;
+            hp.fused_op_cycles = fo;
+            let mut best = objective(&recs, &chip, &hp);
+            for _round in 0..3 {
+                for field in 0..4 {
+                    let mut step = 2.0f64;
+                    while step > 1.01 {
+                        let mut improved = false;
+                        for f in [step, 1.0 / step] {
+                            let mut h = hp.clone();
+                            match field {
+                                0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
+                                1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
+                                2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
+                                _ => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+                            }
+                            let o = objective(&recs, &chip, &h);
+                            if o < best - 1e-9 {
+                                best = o;
+                                hp = h;
+                                improved = true;
+                            }
                         }
-                        let o = objective(&recs, &chip, &h);
-                        if o < best - 1e-9 {
-                            best = o;
-                            hp = h;
-                            improved = true;
+                        if !improved {
+                            step = step.sqrt();
                         }
-                    }
-                    if !improved {
-                        step = step.sqrt();
                     }
                 }
             }
-        }
-        if best < best_start.0 {
-            best_start = (best, hp);
-        }
+            if best < best_start.0 {
+                best_start = (best, hp);
+            }
         }
         let mut hp = best_start.1;
         // VMEM budget for temporaries: the candidate (multiples of 1 MiB up to the chip's VMEM) with the least
@@ -110,7 +116,12 @@ fn main() {
         let errs: Vec<f64> = recs
             .iter()
             .filter(|r| r.scored)
-            .map(|r| ratio_error(cost_module_with(&r.module, &chip, &hp).unwrap().total_cycles as f64, r.est))
+            .map(|r| {
+                ratio_error(
+                    cost_module_with(&r.module, &chip, &hp).unwrap().total_cycles as f64,
+                    r.est,
+                )
+            })
             .collect();
         eprintln!(
             "{}: fit records {} cycles median {:.1}% p90 {:.1}%  {:?}",

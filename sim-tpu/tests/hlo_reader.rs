@@ -23,7 +23,9 @@ fn malformed_text_names_line_and_column() {
     let e = err(&module("  a = f32[2]{0} parameter(0)\n  b f32[2]{0} negate(a)\n"));
     assert_eq!(e.position(), Some((5, 5)), "{e}");
     // Unknown operand, pointed at where it is written.
-    let e = err(&module("  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} negate(zz)\n"));
+    let e = err(&module(
+        "  a = f32[2]{0} parameter(0)\n  ROOT b = f32[2]{0} negate(zz)\n",
+    ));
     assert_eq!(e.position(), Some((5, 29)), "{e}");
     assert!(e.to_string().contains("zz"), "{e}");
     // Bad shape: a dimension that is not a number.
@@ -32,9 +34,14 @@ fn malformed_text_names_line_and_column() {
     // Not HLO at all.
     assert_eq!(err("hello").position(), Some((1, 1)));
     // Unterminated computation.
-    assert!(matches!(err("HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n"), HloError::Parse { .. }));
+    assert!(matches!(
+        err("HloModule m\nENTRY e {\n  a = f32[] parameter(0)\n"),
+        HloError::Parse { .. }
+    ));
     // A call to a computation that does not exist.
-    let e = err(&module("  a = f32[] parameter(0)\n  ROOT c = f32[] call(a), to_apply=nowhere\n"));
+    let e = err(&module(
+        "  a = f32[] parameter(0)\n  ROOT c = f32[] call(a), to_apply=nowhere\n",
+    ));
     assert!(e.to_string().contains("nowhere") && e.position().is_some(), "{e}");
     // Duplicate names.
     let e = err(&module("  a = f32[] parameter(0)\n  a = f32[] parameter(1)\n"));
@@ -51,7 +58,10 @@ fn comments_strings_and_large_literals_are_read() {
     let m = HloModule::parse(&text).unwrap();
     let e = m.entry_computation();
     assert_eq!(e.instructions.len(), 3);
-    assert_eq!(e.instructions[0].attr("metadata"), Some("{op_name=\"a /* not a comment */ b\"}"));
+    assert_eq!(
+        e.instructions[0].attr("metadata"),
+        Some("{op_name=\"a /* not a comment */ b\"}")
+    );
     assert_eq!(e.root, 2);
     assert_eq!(HloModule::parse(&m.to_string()).unwrap(), m);
 }
@@ -60,7 +70,9 @@ fn comments_strings_and_large_literals_are_read() {
 fn sizes_follow_tpu_layouts() {
     // f32[3,5] -> {1,0:T(4,128)}: 4 x 128 x 4 B = 2048 B. bf16[1000] -> T(1024): 2048 B.
     // Result f32[3,5] alone (no tuple table).
-    let text = module("  a = f32[3,5]{1,0} parameter(0)\n  b = bf16[1000]{0} parameter(1)\n  ROOT n = f32[3,5]{1,0} negate(a)\n");
+    let text = module(
+        "  a = f32[3,5]{1,0} parameter(0)\n  b = bf16[1000]{0} parameter(1)\n  ROOT n = f32[3,5]{1,0} negate(a)\n",
+    );
     let c = cost_module(&HloModule::parse(&text).unwrap(), &v5e()).unwrap();
     assert_eq!(c.argument_bytes, 2048 + 2048);
     assert_eq!(c.output_bytes, 2048);
@@ -68,7 +80,12 @@ fn sizes_follow_tpu_layouts() {
     let t = module("  a = f32[3,5]{1,0} parameter(0)\n  ROOT t = (f32[3,5]{1,0}, f32[3,5]{1,0}) tuple(a, a)\n");
     let m = HloModule::parse(&t).unwrap();
     assert_eq!(cost_module(&m, &v5e()).unwrap().output_bytes, 2 * 2048 + 512);
-    assert_eq!(cost_module(&m, &ChipModel::preset("v6e").unwrap()).unwrap().output_bytes, 2 * 2048 + 32);
+    assert_eq!(
+        cost_module(&m, &ChipModel::preset("v6e").unwrap())
+            .unwrap()
+            .output_bytes,
+        2 * 2048 + 32
+    );
 }
 
 #[test]
@@ -113,7 +130,11 @@ fn shared_operands_and_unmodelled_ops() {
         "}\n\nadd {\n  p0 = f32[] parameter(0)\n  p1 = f32[] parameter(1)\n  ROOT s = f32[] add(p0, p1)\n",
     ));
     let c = cost_module(&HloModule::parse(&text).unwrap(), &v5e()).unwrap();
-    let with_exp: Vec<_> = c.kernels.iter().filter(|k| k.instructions.contains(&"e".to_string())).collect();
+    let with_exp: Vec<_> = c
+        .kernels
+        .iter()
+        .filter(|k| k.instructions.contains(&"e".to_string()))
+        .collect();
     assert_eq!(with_exp.len(), 1, "{:?}", c.kernels);
     assert_eq!(c.unmodelled.get("sort"), Some(&1));
     let sort = c.kernels.iter().find(|k| k.kind == KernelKind::Unmodelled).unwrap();

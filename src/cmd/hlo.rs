@@ -70,7 +70,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(path) = &args.trace {
         let model = sim_tpu::hlo::chip_model(&chip)?;
         let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;
-        let dir = path.parent().filter(|p| !p.as_os_str().is_empty()).unwrap_or(std::path::Path::new("."));
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
         let tmp = dir.join(format!(
             ".{}.tmp",
             path.file_name().and_then(|n| n.to_str()).unwrap_or("trace")

@@ -72,8 +72,12 @@ impl Sizer {
         };
         let g = Geometry::of(&laid).map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?;
         let size = ArraySize {
-            padded_bytes: g.padded_bytes().map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
-            logical_bytes: g.unpadded_bytes().map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
+            padded_bytes: g
+                .padded_bytes()
+                .map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
+            logical_bytes: g
+                .unpadded_bytes()
+                .map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
             padded_elements: g.padded_elements,
         };
         if !tiled {

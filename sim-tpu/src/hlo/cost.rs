@@ -124,8 +124,15 @@ impl ModuleCost {
             KernelKind::Reduce => 3,
             KernelKind::Unmodelled => 4,
         };
-        let mut events = vec![serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}})];
-        for (name, t) in [("MXU fusions", 1), ("loop fusions", 2), ("reduce fusions", 3), ("unmodelled", 4)] {
+        let mut events = vec![
+            serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}}),
+        ];
+        for (name, t) in [
+            ("MXU fusions", 1),
+            ("loop fusions", 2),
+            ("reduce fusions", 3),
+            ("unmodelled", 4),
+        ] {
             events.push(serde_json::json!({"ph":"M","name":"thread_name","pid":0,"tid":t,"args":{"name":name}}));
         }
         for k in &self.kernels {
@@ -155,7 +162,11 @@ fn dtype_of(p: PrimitiveType) -> Dtype {
 
 fn dims_of(s: &Shape) -> Vec<u64> {
     match s {
-        Shape::Array(a) => a.dims.iter().map(|d| d.upper_bound().unwrap_or(0).max(0) as u64).collect(),
+        Shape::Array(a) => a
+            .dims
+            .iter()
+            .map(|d| d.upper_bound().unwrap_or(0).max(0) as u64)
+            .collect(),
         _ => Vec::new(),
     }
 }
@@ -211,7 +222,11 @@ fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
         let rfree: Vec<usize> = (0..rd.len()).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
         let m = prod(&ld, &lfree);
         let n = prod(&rd, &rfree);
-        let flops = 2u64.saturating_mul(batch).saturating_mul(m).saturating_mul(k).saturating_mul(n);
+        let flops = 2u64
+            .saturating_mul(batch)
+            .saturating_mul(m)
+            .saturating_mul(k)
+            .saturating_mul(n);
         return Some((
             MxuWork {
                 batch: batch.max(1),
@@ -321,9 +336,7 @@ fn single_op_kernel(
         (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
             (VpuClass::Unary, out, first_in.map_or(32, bits_of))
         }
-        (OpClass::Elementwise, _) => {
-            (VpuClass::Binary, out, bits_of(&node.ins.shape))
-        }
+        (OpClass::Elementwise, _) => (VpuClass::Binary, out, bits_of(&node.ins.shape)),
         (OpClass::Reduce, "reduce") => match first_in {
             Some(s) => (
                 VpuClass::Reduce,
@@ -648,7 +661,10 @@ impl ModuleCost {
             );
         }
         if hbm > 0 {
-            s += &format!("; tile padding is {:.0}% of HBM traffic", pad as f64 / hbm as f64 * 100.0);
+            s += &format!(
+                "; tile padding is {:.0}% of HBM traffic",
+                pad as f64 / hbm as f64 * 100.0
+            );
         }
         s + "."
     }

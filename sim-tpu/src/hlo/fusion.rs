@@ -58,7 +58,11 @@ pub struct Group {
 
 fn pass_through(class: OpClass, opcode: &str) -> bool {
     // Free ops that forward a value (a tuple that is not the root forwards its operands).
-    class == OpClass::Free && matches!(opcode, "get-tuple-element" | "bitcast" | "copy-done" | "copy-start" | "tuple")
+    class == OpClass::Free
+        && matches!(
+            opcode,
+            "get-tuple-element" | "bitcast" | "copy-done" | "copy-start" | "tuple"
+        )
 }
 
 struct Grouper<'a, 'm> {
@@ -108,7 +112,10 @@ impl Grouper<'_, '_> {
                 // An unmodelled op reads its operands from memory, except values generated from nothing
                 // (a broadcast constant, an iota: a scatter's zero initial value), which it generates itself.
                 let generated = matches!(self.g.nodes[i].ins.opcode.as_str(), "broadcast" | "iota")
-                    && self.g.nodes[i].operands.iter().all(|&o| self.g.nodes[o].ins.opcode == "constant");
+                    && self.g.nodes[i]
+                        .operands
+                        .iter()
+                        .all(|&o| self.g.nodes[o].ins.opcode == "constant");
                 if self.kinds[k as usize] == KernelKind::Unmodelled && !generated {
                     out = true;
                 } else {

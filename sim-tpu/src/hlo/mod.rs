@@ -91,9 +91,9 @@ pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
     let mut spec = chip.spec.clone();
     // A `tc_clock_mhz` what-if moves the model clock in proportion.
     if spec.tc_clock_mhz != preset.spec.tc_clock_mhz && spec.model_clock_mhz == preset.spec.model_clock_mhz {
-        spec.model_clock_mhz =
-            (preset.spec.model_clock_mhz as f64 * spec.tc_clock_mhz as f64 / preset.spec.tc_clock_mhz.max(1) as f64)
-                .round() as u64;
+        spec.model_clock_mhz = (preset.spec.model_clock_mhz as f64 * spec.tc_clock_mhz as f64
+            / preset.spec.tc_clock_mhz.max(1) as f64)
+            .round() as u64;
     }
     if spec.mxus_per_tensorcore != preset.spec.mxus_per_tensorcore
         && spec.model_peak_flops_per_cycle == preset.spec.model_peak_flops_per_cycle

@@ -444,7 +444,10 @@ impl Parser<'_> {
             let mut ids = Vec::with_capacity(refs.len());
             for r in refs {
                 let id = names.get(&r.name).copied().ok_or_else(|| {
-                    self.err_at(r.pos, format!("operand `{}` is not defined in computation `{name}`", r.name))
+                    self.err_at(
+                        r.pos,
+                        format!("operand `{}` is not defined in computation `{name}`", r.name),
+                    )
                 })?;
                 ids.push(id);
             }
@@ -482,7 +485,11 @@ impl Parser<'_> {
         let shape_pos = self.pos;
         let rest = self.t.get(self.pos..).ok_or_else(|| self.err("UTF-8 text"))?;
         let (shape, used) = parse_shape_prefix(rest).map_err(|e| match e {
-            LayoutError::Parse { offset, expected, found } => {
+            LayoutError::Parse {
+                offset,
+                expected,
+                found,
+            } => {
                 let (line, column) = self.at(shape_pos + offset);
                 HloError::Parse {
                     line,
@@ -495,7 +502,11 @@ impl Parser<'_> {
         })?;
         self.pos = shape_pos + used;
         let opcode = self.word();
-        if opcode.is_empty() || !opcode.bytes().all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_') {
+        if opcode.is_empty()
+            || !opcode
+                .bytes()
+                .all(|c| c.is_ascii_alphanumeric() || c == b'-' || c == b'_')
+        {
             return Err(self.err("an opcode"));
         }
         self.expect(b'(')?;
