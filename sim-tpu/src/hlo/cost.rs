@@ -401,7 +401,7 @@ fn cost_kernel(
     let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
     let mut flops = 0u64;
     let mut vpu = 0.0;
-    let mut mxu: Vec<MxuWork> = Vec::new();
+    let mut mxu: Vec<(MxuWork, f64)> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
         match node.class {
@@ -413,7 +413,14 @@ fn cost_kernel(
                     ))
                 })?;
                 flops = flops.saturating_add(w.1);
-                mxu.push(w.0);
+                // A result consumed inside the kernel (scores reduced by a softmax) never goes to HBM.
+                let stays = !k.outputs.contains(&m);
+                let out_dma = if stays {
+                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / p.mm_hbm_bytes_per_cycle.max(1e-9)
+                } else {
+                    0.0
+                };
+                mxu.push((w.0, out_dma));
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -459,12 +466,15 @@ fn cost_kernel(
             // runs each dot's window plan in turn.
             let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
             let mut longest = 0.0;
-            for w in &mxu {
+            for (w, out_dma) in &mxu {
                 let plan = plan_mxu(w, &fused);
-                mxu_body += plan.body_cycles;
+                // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
+                // never below the MXU's own cycles.
+                let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+                mxu_body += body;
                 vmem = vmem.max(plan.vmem_bytes);
-                if plan.body_cycles > longest {
-                    longest = plan.body_cycles;
+                if body > longest {
+                    longest = body;
                     bound = plan.bound;
                 }
             }
