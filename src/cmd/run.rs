@@ -45,8 +45,33 @@ pub struct Args {
     pub report: Option<PathBuf>,
     /// Override a workload field for a what-if, by its path in the workload file: `shuffle_ids=true`,
     /// `limits.max_ids_per_chip_per_sample=128`, `host.threads=2`, `tables.0.dtype=bf16` (repeatable).
+    /// `chip.FIELD=VALUE` overrides a chip preset value or step parameter (see `tpusim chips --json`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Run again with each assumed constant halved and doubled; print the step-time range per
+    /// assumption and the ones the answer hangs on (JSON with --json).
+    #[arg(long)]
+    pub sensitivity: bool,
+}
+
+/// Splits `--set` values into workload overrides and chip overrides (`chip.FIELD=VALUE`).
+pub fn split_sets(sets: &[String]) -> anyhow::Result<(Vec<String>, serde_json::Map<String, serde_json::Value>)> {
+    let mut workload = Vec::new();
+    let mut chip = serde_json::Map::new();
+    for s in sets {
+        match s.strip_prefix("chip.") {
+            Some(rest) => {
+                let (k, v) = rest
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--set {s}: expected chip.FIELD=VALUE"))?;
+                let value: serde_json::Value =
+                    serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
+                chip.insert(k.to_string(), value);
+            }
+            None => workload.push(s.clone()),
+        }
+    }
+    Ok((workload, chip))
 }
 
 /// Applies `KEY=VALUE` overrides: the value is read as JSON (numbers, booleans, arrays, objects) or,
@@ -134,6 +159,10 @@ pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
         w.chip = c.clone();
     }
     if let Some(n) = args.chips {
+        // Another chip count takes that count's default slice unless --set topology names one.
+        if n != w.chips {
+            w.topology = None;
+        }
         w.chips = n;
     }
     if let Some(b) = args.batch {
@@ -149,27 +178,42 @@ pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
             Pipelining::Pipelined
         };
     }
-    let w = apply_overrides(&w, &args.set)?;
+    let (sets, _) = split_sets(&args.set)?;
+    let w = apply_overrides(&w, &sets)?;
     w.validate()?;
     Ok(w)
 }
 
 /// Simulates an invocation's workload.
 pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
-    let chip_overrides = match &args.chip_file {
-        Some(p) => Some(serde_json::from_str(
-            &std::fs::read_to_string(p).with_context(|| p.display().to_string())?,
-        )?),
-        None => None,
+    Ok(simulate(w, &run_options(args)?)?)
+}
+
+/// The run options of an invocation: the chip file's overrides, then `--set chip.FIELD=VALUE`.
+pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
+    let mut chip = match &args.chip_file {
+        Some(p) => {
+            let v: serde_json::Value =
+                serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
+                    .with_context(|| format!("parsing {}", p.display()))?;
+            v.as_object()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
+        }
+        None => serde_json::Map::new(),
     };
-    Ok(simulate(
-        w,
-        &RunOptions {
-            functional: args.functional,
-            record: true,
-            chip_overrides,
+    let (_, sets) = split_sets(&args.set)?;
+    chip.extend(sets);
+    Ok(RunOptions {
+        functional: args.functional,
+        record: true,
+        chip_overrides: if chip.is_empty() {
+            None
+        } else {
+            Some(serde_json::Value::Object(chip))
         },
-    )?)
+        cache: None,
+    })
 }
 
 /// Prints the human summary of a run.
@@ -179,6 +223,10 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "{} on {} x {} (global batch {}, {:?})",
         w.name, w.chips, w.chip, w.global_batch, w.pipelining
     );
+    // What does not fit is said first.
+    for f in &s.fit_reasons {
+        println!("  DOES NOT FIT ({:?}): {}", f.kind, f.message);
+    }
     println!("  step time          {:>12.1} us (steady state)", s.step_time_us);
     println!("  samples/s          {:>12.0}", s.samples_per_s);
     let b = &s.busy_fraction;
@@ -207,7 +255,11 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "  minibatches/step   {:>12}   dropped ids/step {}",
         s.minibatches_per_step, s.dropped_ids_per_step
     );
-    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != "ok").collect();
+    let bad: Vec<_> = s
+        .limits
+        .iter()
+        .filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok)
+        .collect();
     if !bad.is_empty() {
         for l in bad {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
@@ -235,10 +287,49 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     println!("{}", r.bottleneck);
 }
 
+/// Prints the step-time range per assumption.
+pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) {
+    println!(
+        "{} on {} x {}: step time {:.1} us; {:.1} to {:.1} us with every assumed constant halved or doubled",
+        w.name, w.chips, w.chip, s.step_time_us, s.range_us[0], s.range_us[1]
+    );
+    println!(
+        "  {:<36} {:>14} {:>12} {:>12} {:>8}",
+        "assumption", "value", "halved us", "doubled us", "swing"
+    );
+    for a in &s.assumptions {
+        println!(
+            "  {:<36} {:>14} {:>12.1} {:>12.1} {:>7.1}%",
+            a.name,
+            a.value.to_string(),
+            a.halved_step_time_us,
+            a.doubled_step_time_us,
+            a.swing * 100.0
+        );
+    }
+    if s.dominant.is_empty() {
+        println!("The answer does not hang on any single assumption (none moves it by 5% or more).");
+    } else {
+        println!(
+            "The answer hangs on: {} (each moves it by 5% or more).",
+            s.dominant.join(", ")
+        );
+    }
+}
+
 /// Runs `tpusim run`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let w = load_workload(&args)?;
     let r = simulate_args(&args, &w)?;
+    if args.sensitivity {
+        let s = workloads::sensitivity::sensitivity(&w, &run_options(&args)?)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&s)?);
+        } else {
+            print_sensitivity(&w, &s);
+        }
+        return Ok(if r.summary.fits { 0 } else { 1 });
+    }
     if let Some(p) = &args.trace {
         let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
         traces_write(&r.recorder, f)?;
@@ -252,6 +343,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&r.summary)?);
     } else {
         print_summary(&w, &r);
+        // Where fixed costs that rest on assumptions hold much of the step, say how far it can move.
+        let share = workloads::sensitivity::assumed_share(&r);
+        if share >= 0.2 {
+            let range = workloads::sensitivity::assumption_range(&w, &run_options(&args)?)?;
+            println!(
+                "Assumed constants hold {:.0}% of the critical path: the step takes {:.1} to {:.1} us with them halved or doubled (tpusim run --sensitivity).",
+                share * 100.0,
+                range[0],
+                range[1]
+            );
+        }
         if let Some(p) = &args.trace {
             println!("trace: {}", p.display());
         }

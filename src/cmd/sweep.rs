@@ -129,8 +129,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         trace: None,
         report: None,
         set: args.set.clone(),
+        sensitivity: false,
     };
     let mut base = super::run::load_workload(&base_args)?;
+    // `--set chip.FIELD=VALUE` applies to every chip of the sweep.
+    let chip_overrides = super::run::run_options(&base_args)?.chip_overrides;
+    // Configurations share generated ids (a smaller batch is a prefix of a larger one) and step work.
+    let cache = workloads::cache::RunCache::new();
     if let Some(file) = &args.limits {
         if !file.exists() {
             anyhow::bail!("--limits {}: no such file or directory", file.display());
@@ -158,6 +163,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             }
         }
     }
+    // Generate each step's ids once, at the largest batch per chip: every configuration slices them.
+    if let Some(&(ref c, n, b)) = configs.iter().max_by_key(|(_, n, b)| b / (*n).max(1) as u64) {
+        let mut w = base.clone();
+        (w.chip, w.chips, w.global_batch) = (c.clone(), n, b);
+        if n > 0 && w.validate().is_ok() {
+            for step in 0..w.steps {
+                // A failure here shows again, per configuration, below.
+                let _ = cache.batch_for_step(&w, step);
+            }
+        }
+    }
     let bar = indicatif::ProgressBar::new(configs.len() as u64);
     if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
         bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
@@ -171,6 +187,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .map(|(c, n, b)| {
                 let mut w: Workload = base.clone();
                 w.chip = c.clone();
+                if w.chips != *n {
+                    w.topology = None;
+                }
                 w.chips = *n;
                 w.global_batch = *b;
                 let price = prices
@@ -190,11 +209,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                     cost_per_hour: price * *n as f64,
                     error: None,
                 };
-                match w
-                    .validate()
-                    .map_err(anyhow::Error::from)
-                    .and_then(|_| Ok(simulate(&w, &RunOptions::default())?))
-                {
+                match w.validate().map_err(anyhow::Error::from).and_then(|_| {
+                    Ok(simulate(
+                        &w,
+                        &RunOptions {
+                            chip_overrides: chip_overrides.clone(),
+                            cache: Some(cache.clone()),
+                            ..Default::default()
+                        },
+                    )?)
+                }) {
                     Ok(r) => {
                         p.step_time_us = r.summary.step_time_us;
                         p.samples_per_s = r.summary.samples_per_s;

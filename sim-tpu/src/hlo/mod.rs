@@ -103,7 +103,7 @@ pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
     }
     let adjusted = Chip {
         spec: spec.clone(),
-        sources: chip.sources.clone(),
+        ..chip.clone()
     };
     let mut model = ChipModel::for_chip(&adjusted).map_err(|e| bad(e.to_string()))?;
     let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
