@@ -61,7 +61,16 @@ fn pass_through(class: OpClass, opcode: &str) -> bool {
     class == OpClass::Free
         && matches!(
             opcode,
-            "get-tuple-element" | "bitcast" | "copy-done" | "copy-start" | "tuple"
+            "get-tuple-element"
+                | "bitcast"
+                | "copy-done"
+                | "copy-start"
+                | "tuple"
+                | "slice-start"
+                | "slice-done"
+                | "async-start"
+                | "async-update"
+                | "async-done"
         )
 }
 

@@ -2,7 +2,7 @@
 //! so kernels are formed over the whole program as the compiler's inliner sees it.
 
 use super::ir::{HloModule, Instruction, Operands};
-use super::ops::{class_of, OpClass};
+use super::ops::{class_of_instruction, OpClass};
 use super::HloError;
 
 /// Deepest call nesting inlined.
@@ -129,7 +129,7 @@ fn inline<'m>(
                 };
                 nodes.push(Node {
                     ins,
-                    class: class_of(&ins.opcode),
+                    class: class_of_instruction(ins),
                     operands: ops,
                     param,
                 });

@@ -3,7 +3,8 @@
 /// How an opcode takes part in kernels.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash)]
 pub enum OpClass {
-    /// No kernel of its own and no work: parameters, constants, tuples, bitcasts, prefetch DMAs.
+    /// No kernel of its own and no work: parameters, constants, tuples, bitcasts, and the asynchronous DMAs of
+    /// optimized modules (prefetches the compiler overlaps with compute; it gives them no estimate either).
     Free,
     /// Cheap elementwise (add, compare, select, convert, ...): fused into every consumer, recomputed if needed.
     Elementwise,
@@ -23,11 +24,26 @@ pub enum OpClass {
     Unmodelled,
 }
 
+/// Custom-call targets that only manage buffers in optimized modules.
+const BOOKKEEPING_CALLS: &[&str] = &["AllocateBuffer", "NopReturnToken", "ConcatBitcast"];
+
+/// The class of an instruction: its opcode's, except that bookkeeping custom-calls are free.
+pub fn class_of_instruction(ins: &super::ir::Instruction) -> OpClass {
+    if ins.opcode == "custom-call" {
+        let target = ins.attr("custom_call_target").unwrap_or("").trim_matches('"');
+        if BOOKKEEPING_CALLS.contains(&target) {
+            return OpClass::Free;
+        }
+    }
+    class_of(&ins.opcode)
+}
+
 /// The class of an opcode.
 pub fn class_of(opcode: &str) -> OpClass {
     match opcode {
         "parameter" | "constant" | "get-tuple-element" | "tuple" | "bitcast" | "copy-start" | "copy-done"
-        | "after-all" | "add-dependency" | "opt-barrier" | "partition-id" | "replica-id" | "domain" => OpClass::Free,
+        | "after-all" | "add-dependency" | "opt-barrier" | "partition-id" | "replica-id" | "domain" | "slice-start"
+        | "slice-done" | "async-start" | "async-update" | "async-done" => OpClass::Free,
         "add"
         | "subtract"
         | "multiply"
