@@ -267,6 +267,19 @@ fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
         .filter(|(_, c)| c.is_ascii_digit())
         .map(|(i, _)| rd.get(i).copied().unwrap_or(1))
         .collect();
+    // With an input dilation, only every lhs_dilate-th tap of the window meets a real input element (XLA writes
+    // batched matmuls as convolutions with window size = lhs_dilate: one real tap per batch position).
+    let dilate: Vec<u64> = node
+        .ins
+        .attr("window")
+        .and_then(|w| w.split_whitespace().find_map(|f| f.strip_prefix("lhs_dilate=")))
+        .map(|d| d.trim_end_matches('}').split('x').map(|x| x.parse().unwrap_or(1)).collect())
+        .unwrap_or_default();
+    let taps: Vec<u64> = taps
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| t.div_ceil(dilate.get(i).copied().unwrap_or(1).max(1)))
+        .collect();
     let taps_h = taps.first().copied().unwrap_or(1).max(1);
     let taps_w = taps.iter().skip(1).fold(1u64, |a, &d| a.saturating_mul(d)).max(1);
     let m = nb.saturating_mul(spatial_out);
