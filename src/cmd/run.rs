@@ -52,6 +52,12 @@ pub struct Args {
     /// assumption and the ones the answer hangs on (JSON with --json).
     #[arg(long)]
     pub sensitivity: bool,
+    /// Largest number of steps to simulate (refused beyond, exit 2).
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_steps)]
+    pub max_steps: u64,
+    /// Largest number of ids one chip may generate per step (refused beyond, exit 2).
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_ids_per_step)]
+    pub max_ids: u64,
 }
 
 /// Splits `--set` values into workload overrides and chip overrides (`chip.FIELD=VALUE`).
@@ -213,6 +219,10 @@ pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
             Some(serde_json::Value::Object(chip))
         },
         cache: None,
+        bounds: workloads::spec::RunBounds {
+            max_steps: args.max_steps,
+            max_ids_per_step: args.max_ids,
+        },
     })
 }
 

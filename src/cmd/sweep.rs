@@ -24,6 +24,15 @@ const DEFAULT_PRICES: &[(&str, f64)] = &[
 pub struct Args {
     /// Workload file (TOML or JSON).
     pub workload: Option<PathBuf>,
+    /// Largest number of configurations to run (refused beyond, exit 2).
+    #[arg(long, value_name = "N", default_value_t = 100_000)]
+    pub max_configs: u64,
+    /// Largest number of steps each configuration simulates.
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_steps)]
+    pub max_steps: u64,
+    /// Largest number of ids one chip may generate per step.
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_ids_per_step)]
+    pub max_ids: u64,
     /// A built-in workload.
     #[arg(long, conflicts_with = "workload")]
     pub preset: Option<String>,
@@ -96,10 +105,11 @@ pub fn parse_batches(text: &str) -> anyhow::Result<Vec<u64>> {
             anyhow::bail!("--batch {text}: need 0 < FROM <= TO and FACTOR >= 2");
         }
         let mut v = Vec::new();
-        let mut b = from;
-        while b <= to {
-            v.push(b);
-            b *= factor;
+        let mut b = Some(from);
+        // Stops at TO, or where the next batch would not fit in 64 bits.
+        while let Some(x) = b.filter(|&x| x <= to) {
+            v.push(x);
+            b = x.checked_mul(factor);
         }
         Ok(v)
     } else {
@@ -130,6 +140,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         report: None,
         set: args.set.clone(),
         sensitivity: false,
+        max_steps: args.max_steps,
+        max_ids: args.max_ids,
     };
     let mut base = super::run::load_workload(&base_args)?;
     // `--set chip.FIELD=VALUE` applies to every chip of the sweep.
@@ -154,6 +166,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     for c in &args.chip {
         sim_tpu::chips::preset_name(c)?;
+    }
+    let count = (args.chip.len() as u128) * (args.chips.len() as u128) * (batches.len() as u128);
+    if count > args.max_configs as u128 {
+        anyhow::bail!(
+            "--chip x --chips x --batch make {count} configurations, more than --max-configs {}; raise it to run them all",
+            args.max_configs
+        );
     }
     let mut configs = Vec::new();
     for c in &args.chip {
@@ -317,7 +336,24 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         args.output.display(),
         points.len()
     );
-    Ok(0)
+    // A configuration that could not be evaluated is an error, not a result (a misfit is a result).
+    let failed: Vec<&Point> = points.iter().filter(|p| p.error.is_some()).collect();
+    for p in &failed {
+        eprintln!(
+            "error: {} x {} at batch {}: {}",
+            p.chips,
+            p.chip,
+            p.batch,
+            p.error.as_deref().unwrap_or("")
+        );
+    }
+    Ok(if failed.is_empty() {
+        0
+    } else if failed.len() == points.len() {
+        2
+    } else {
+        1
+    })
 }
 
 /// A map of configurations (rows: chip x chips) against batch: green fits, red does not, grey failed.
