@@ -134,9 +134,10 @@ fn ids_of(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<(Vec<usize>, Vec<i32>)
     let a = as_array(obj)?;
     if let Ok(x) = a.downcast::<PyArrayDyn<i32>>() {
         let r = x.readonly();
+        // One copy into the Vec the preprocessing owns; logical (C) order for any strides.
         let data = match r.as_slice() {
-            Ok(s) => s.to_vec(),
-            Err(_) => r.as_array().iter().copied().collect(),
+            Ok(s) if r.is_c_contiguous() => s.to_vec(),
+            _ => r.as_array().iter().copied().collect(),
         };
         return Ok((r.shape().to_vec(), data));
     }
