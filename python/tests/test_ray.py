@@ -55,6 +55,13 @@ def cluster(tmp_path_factory):
             os.killpg(head.pid, signal.SIGKILL)
             head.wait()
         log.close()
+        # A killed head leaves its address as the machine's "current cluster"; forget ours.
+        recorded = Path(os.environ.get("RAY_TMPDIR", "/tmp/ray")) / "ray_current_cluster"
+        try:
+            if recorded.read_text().strip().endswith(f":{port}"):
+                recorded.unlink()
+        except OSError:
+            pass
 
 
 GRID = dict(preset="dlrm-small", chip=["v5p", "v6e"], chips=[4, 8], batch=[2048, 4096, 8192], steps=2)

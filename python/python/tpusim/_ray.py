@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import math
 import os
+import socket
 
 
 def _run_chunk(plan: str, indices: list) -> list:
@@ -14,19 +15,38 @@ def _run_chunk(plan: str, indices: list) -> list:
     return sweep_configs(plan, indices, jobs=1)
 
 
+def _recorded_cluster_reachable() -> bool:
+    """Whether the cluster `ray start` recorded on this machine answers. A head that was killed leaves
+    its address behind, and `ray.init(address="auto")` would wait for it instead of failing."""
+    path = os.path.join(os.environ.get("RAY_TMPDIR", "/tmp/ray"), "ray_current_cluster")
+    try:
+        with open(path) as f:
+            host, _, port = f.read().strip().rpartition(":")
+        with socket.create_connection((host, int(port)), timeout=2):
+            return True
+    except (OSError, ValueError):
+        return False
+
+
 def connect() -> None:
     """Connects to the running cluster (``RAY_ADDRESS``, or ``address="auto"``), else starts a local one."""
     import ray
 
     if ray.is_initialized():
         return
-    address = os.environ.get("RAY_ADDRESS") or "auto"
+    address = os.environ.get("RAY_ADDRESS")
+    if not address and _recorded_cluster_reachable():
+        address = "auto"
     try:
-        ray.init(address=address, log_to_driver=False)
+        if address:
+            ray.init(address=address, log_to_driver=False)
+            return
     except ConnectionError:
         if os.environ.get("RAY_ADDRESS"):
             raise
-        ray.init(log_to_driver=False)
+    # A single-machine cluster on the loopback address: the detected node address may not be
+    # reachable from this host (containers, VPNs).
+    ray.init(log_to_driver=False, _node_ip_address="127.0.0.1")
 
 
 def run_plan(plan: str, n: int, chunk_size: int | None = None) -> list:
