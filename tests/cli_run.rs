@@ -131,7 +131,7 @@ fn sweep_answers_planners() {
         "--batch",
         "4096..8192x2",
         "--target",
-        "5e7",
+        "4e7",
         "-j",
         "2",
         "-o",
@@ -255,4 +255,52 @@ fn set_overrides_are_checked() {
         out.contains("ids after padding but the max_ids_per_chip is set to be"),
         "{out}"
     );
+}
+
+/// The README's whole-step section, figure for figure.
+#[test]
+fn readme_whole_step_and_sensitivity() {
+    let readme = include_str!("../README.md");
+    let (code, out, err) = tpusim(&["run", "--preset", "dlrm-criteo"]);
+    assert_eq!(code, 0, "{err}");
+    let step = out
+        .lines()
+        .find(|l| l.trim_start().starts_with("step time"))
+        .unwrap()
+        .trim();
+    assert!(readme.contains(step), "{step}");
+    let bottleneck = out.lines().find(|l| l.contains("-bound:")).unwrap();
+    assert!(readme.contains(bottleneck), "{bottleneck}");
+    let (code, sens, err) = tpusim(&["run", "--preset", "dlrm-criteo", "--sensitivity"]);
+    assert_eq!(code, 0, "{err}");
+    let first = sens.lines().next().unwrap();
+    assert!(readme.contains(first), "{first}");
+    let launch = sens
+        .lines()
+        .find(|l| l.trim_start().starts_with("tc_kernel_launch_ns"))
+        .unwrap()
+        .trim();
+    assert!(readme.contains(launch), "{launch}");
+    let (code, json, err) = tpusim(&["run", "--preset", "dlrm-criteo", "--sensitivity", "--json"]);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&json).unwrap();
+    assert!(v["assumptions"].as_array().unwrap().len() >= 5);
+    assert_eq!(v["dominant"][0], "tc_kernel_launch_ns");
+    // A chip override through --set reaches the run.
+    let (_, slow, _) = tpusim(&[
+        "run",
+        "--preset",
+        "dlrm-criteo",
+        "--set",
+        "chip.ici_hop_latency_ns=5000",
+    ]);
+    let slow_step = slow
+        .lines()
+        .find(|l| l.trim_start().starts_with("step time"))
+        .unwrap()
+        .trim();
+    assert_ne!(slow_step, step);
+    let (code, _, err) = tpusim(&["run", "--preset", "dlrm-criteo", "--set", "chip.nope=1"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("nope"), "{err}");
 }

@@ -8,7 +8,7 @@ use anyhow::Context;
 use serde_json::{json, Value};
 use sim_sparsecore::limits::estimate::{apply_limits, consequences, observe};
 use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir};
-use sim_sparsecore::limits::hbm::{backward_stack_bytes, forward_stack_bytes};
+use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
 use sim_sparsecore::limits::{
     compile_check as check, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
 };
@@ -198,8 +198,17 @@ fn validate_inner(
     };
     let mut rows = Vec::new();
     let mut failed = runtime_fail;
-    let mut hbm_total = 0u64;
-    for s in &stacks {
+    // The one HBM sizing `tpusim run` uses: every chip holds 1/chips of each table (rows padded to the
+    // DMA granule; slots unknown here, so SGD's none), plus the SparseCore stacks all live at once.
+    let devices_per_chip = (chip.sparsecores_per_chip / chip.sc_per_device().max(1)).max(1) as u64;
+    let chips = (spec.global_device_count as u64 / devices_per_chip).max(1);
+    let hbm_inputs: Vec<StackHbmInput> = stacks
+        .iter()
+        .map(|s| StackHbmInput::from_stack(&spec, s, 4, 0))
+        .collect();
+    let sizing = sparsecore_hbm(&hbm_inputs, chips, chip.sc_dma_granule_bytes, 0);
+    let hbm_total = sizing.total_bytes();
+    for (si, s) in stacks.iter().enumerate() {
         let case = |kind| CompileCase {
             kind,
             // Each device holds its shard of the stack.
@@ -212,11 +221,12 @@ fn validate_inner(
         let fwd = check(&case(ProgramKind::Fwd), &params);
         let bwd = check(&case(ProgramKind::GradSgd), &params);
         failed |= !fwd.compiles || !bwd.compiles;
-        let table_bytes = s.stack_vocab_size * s.stack_embedding_dim * 4 / spec.global_device_count as u64;
-        let stack_bytes = forward_stack_bytes(s.stack_embedding_dim, s.max_unique_ids_per_partition as u64, 1).max(
-            backward_stack_bytes(s.stack_embedding_dim, s.max_unique_ids_per_partition as u64, 1),
-        );
-        hbm_total += table_bytes + stack_bytes;
+        let first_table: usize = stacks[..si].iter().map(|x| x.tables.len()).sum();
+        let table_bytes: u64 = sizing.tables[first_table..first_table + s.tables.len()]
+            .iter()
+            .map(|t| t.1)
+            .sum();
+        let stack_bytes = sizing.stack_estimates[si].1.max(sizing.stack_estimates[si].2);
         let (obs_ids, obs_unique) = observed.get(&s.name).copied().unwrap_or((0, 0));
         let suggest = |obs: u64, largest: u64| {
             if obs > 0 {

@@ -42,10 +42,9 @@ pub const EXTERNAL_OPS: &[ExternalOps] = &[ExternalOps {
     cost: gather_cost,
 }];
 
-/// Gathers of `rows` rows of `row_bytes` on one device: on its SparseCores (`sc_gather`) or with a
-/// TensorCore `take` (`tc_gather`). The SparseCore tile DMA rate and the TensorCore per-row issue cost
-/// are calibrated on the published Pallas figure for TPU7x (4.05 ms vs 18.1 ms for 4,194,304 x 512 B).
+/// Gathers of `rows` rows of `row_bytes` on one device (the model lives in `workloads::gather`).
 fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSummary> {
+    use workloads::gather::{gather_cost, GatherSite};
     let op = spec["op"].as_str().unwrap_or("");
     let params = spec
         .get("params")
@@ -59,34 +58,21 @@ fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSu
             .ok_or_else(|| anyhow::anyhow!("field `params.{k}`: must be a positive integer, got {v}"))
     };
     let (rows, row_bytes) = (field("rows")?, field("row_bytes")?);
-    let chip = sim_tpu::chips::Chip::preset(chip_name)?.spec;
-    let device_tcs = if chip.megacore { chip.tensorcores_per_chip } else { 1 };
-    let hbm_per_device = chip.hbm_bytes_per_s * device_tcs as u64 / chip.tensorcores_per_chip.max(1) as u64;
-    let (ns, bytes, clock_hz) = if op == "sc_gather" {
-        if chip.sparsecores_per_chip == 0 {
-            anyhow::bail!("{} has no SparseCores", chip.name);
-        }
-        let p = workloads::program::sc_params(&chip);
-        let (ns, bytes) =
-            sim_sparsecore::model::sc_gather_ns(&p, chip.sc_per_device(), rows, row_bytes, hbm_per_device);
-        (ns, bytes, p.clock_hz)
+    let chip = sim_tpu::chips::Chip::preset(chip_name)?;
+    let site = if op == "sc_gather" {
+        GatherSite::SparseCore
     } else {
-        let hz = chip.tc_clock_mhz * 1_000_000;
-        let (ns, bytes) = sim_sparsecore::model::tc_gather_ns(hz, rows, row_bytes, hbm_per_device);
-        (ns, bytes, hz)
+        GatherSite::TensorCore
     };
+    let g = gather_cost(&chip, site, rows, row_bytes)?;
     Ok(OpSummary {
-        cycles: (ns * clock_hz as f64 / 1e9).round() as u64,
-        time_ns: ns,
+        cycles: g.cycles,
+        time_ns: g.time_ns,
         flops: 0,
-        hbm_bytes: bytes,
-        hbm_bytes_unpadded: rows * row_bytes,
+        hbm_bytes: g.hbm_bytes,
+        hbm_bytes_unpadded: g.hbm_bytes_unpadded,
         vmem_bytes: 0,
-        bound: if op == "sc_gather" {
-            "SC_DMA".into()
-        } else {
-            "TC_ISSUE".into()
-        },
+        bound: g.bound.as_str().into(),
         kernels: Vec::new(),
     })
 }

@@ -55,6 +55,10 @@ fn load_inner(req: &RunRequest) -> anyhow::Result<Workload> {
         w.chip = c.clone();
     }
     if let Some(n) = req.chips {
+        // Another chip count takes that count's default slice unless --set topology names one.
+        if n != w.chips {
+            w.topology = None;
+        }
         w.chips = n;
     }
     if let Some(b) = req.batch {
@@ -66,9 +70,56 @@ fn load_inner(req: &RunRequest) -> anyhow::Result<Workload> {
     if let Some(p) = req.pipelining {
         w.pipelining = p;
     }
-    let w = apply_overrides(&w, &req.set)?;
+    let (sets, _) = split_sets(&req.set)?;
+    let w = apply_overrides(&w, &sets)?;
     w.validate()?;
     Ok(w)
+}
+
+/// Splits `--set` values into workload overrides and chip overrides (`chip.FIELD=VALUE`).
+pub fn split_sets(sets: &[String]) -> anyhow::Result<(Vec<String>, serde_json::Map<String, Value>)> {
+    let mut workload = Vec::new();
+    let mut chip = serde_json::Map::new();
+    for s in sets {
+        match s.strip_prefix("chip.") {
+            Some(rest) => {
+                let (k, v) = rest
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--set {s}: expected chip.FIELD=VALUE"))?;
+                let value: Value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+                chip.insert(k.to_string(), value);
+            }
+            None => workload.push(s.clone()),
+        }
+    }
+    Ok((workload, chip))
+}
+
+/// The run options of a request: a chip file's overrides (`--chip-file`), then the request's
+/// `chip.FIELD=VALUE` sets.
+pub fn run_options(req: &RunRequest, chip_file: Option<&Path>, functional: bool) -> crate::Result<RunOptions> {
+    Ok(run_options_inner(req, chip_file, functional)?)
+}
+
+fn run_options_inner(req: &RunRequest, chip_file: Option<&Path>, functional: bool) -> anyhow::Result<RunOptions> {
+    let mut chip = match chip_file {
+        Some(p) => {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
+                .with_context(|| format!("parsing {}", p.display()))?;
+            v.as_object()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
+        }
+        None => serde_json::Map::new(),
+    };
+    let (_, sets) = split_sets(&req.set)?;
+    chip.extend(sets);
+    Ok(RunOptions {
+        functional,
+        record: true,
+        chip_overrides: if chip.is_empty() { None } else { Some(Value::Object(chip)) },
+        cache: None,
+    })
 }
 
 /// Applies `KEY=VALUE` overrides: the value is read as JSON (numbers, booleans, arrays, objects) or,

@@ -9,6 +9,7 @@ use std::path::{Path, PathBuf};
 use anyhow::Context;
 use rayon::prelude::*;
 use serde::{Deserialize, Serialize};
+use workloads::cache::RunCache;
 use workloads::{RunOptions, Workload};
 
 pub use reports::sweep::SweepPoint;
@@ -75,6 +76,8 @@ pub struct SweepPlan {
     pub prices: Vec<(String, f64)>,
     /// Target samples/s.
     pub target: Option<f64>,
+    /// Chip preset and step-parameter overrides for every chip (`--set chip.FIELD=VALUE`).
+    pub chip_overrides: Option<serde_json::Value>,
 }
 
 /// Parses "4096,8192" or "4096..65536x2" (FROM..TOxFACTOR, geometric).
@@ -123,13 +126,16 @@ pub fn plan(req: &SweepRequest) -> crate::Result<SweepPlan> {
 fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
     // Absolute paths, so a worker with another working directory reads the same files.
     let absolute = |p: &Path| std::path::absolute(p).unwrap_or_else(|_| p.to_path_buf());
-    let mut base = load_workload(&RunRequest {
+    let run_req = RunRequest {
         workload: req.workload.as_deref().map(absolute),
         preset: req.preset.clone(),
         steps: Some(req.steps),
         set: req.set.clone(),
         ..Default::default()
-    })?;
+    };
+    let mut base = load_workload(&run_req)?;
+    // `--set chip.FIELD=VALUE` applies to every chip of the sweep.
+    let chip_overrides = crate::run::run_options(&run_req, None, false)?.chip_overrides;
     if let Some(file) = &req.limits {
         if !file.exists() {
             anyhow::bail!("--limits {}: no such file or directory", file.display());
@@ -170,12 +176,19 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
         configs,
         prices,
         target: req.target,
+        chip_overrides,
     })
 }
 
 /// Simulates configuration `index` of a plan. A configuration that cannot run is a point with its
 /// error; an index outside the plan is an error.
 pub fn run_config(plan: &SweepPlan, index: usize) -> crate::Result<SweepPoint> {
+    run_config_shared(plan, index, &RunCache::new())
+}
+
+/// [`run_config`] sharing generated ids and step work with the other configurations that use
+/// `cache` (the results are the same without it).
+pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> crate::Result<SweepPoint> {
     let cfg = plan.configs.get(index).ok_or_else(|| {
         anyhow::anyhow!(
             "configuration {index} does not exist: the sweep has {}",
@@ -184,6 +197,9 @@ pub fn run_config(plan: &SweepPlan, index: usize) -> crate::Result<SweepPoint> {
     })?;
     let mut w: Workload = plan.base.clone();
     w.chip = cfg.chip.clone();
+    if w.chips != cfg.chips {
+        w.topology = None;
+    }
     w.chips = cfg.chips;
     w.global_batch = cfg.batch;
     let price = plan
@@ -207,7 +223,16 @@ pub fn run_config(plan: &SweepPlan, index: usize) -> crate::Result<SweepPoint> {
     match w
         .validate()
         .map_err(anyhow::Error::from)
-        .and_then(|_| Ok(workloads::simulate(&w, &RunOptions::default())?))
+        .and_then(|_| {
+            Ok(workloads::simulate(
+                &w,
+                &RunOptions {
+                    chip_overrides: plan.chip_overrides.clone(),
+                    cache: Some(cache.clone()),
+                    ..Default::default()
+                },
+            )?)
+        })
     {
         Ok(r) => {
             let needed = |f: fn(&sim_core::summary::StackVerdict) -> u64| {
@@ -237,16 +262,40 @@ pub fn run_configs(
         .num_threads(jobs.unwrap_or(0))
         .build()
         .map_err(anyhow::Error::from)?;
+    let cache = RunCache::new();
+    warm_cache(plan, indices, &cache);
     pool.install(|| {
         indices
             .par_iter()
             .map(|&i| {
-                let p = run_config(plan, i);
+                let p = run_config_shared(plan, i, &cache);
                 on_done();
                 p
             })
             .collect()
     })
+}
+
+/// Generates each step's ids once, at the largest batch per chip among `indices`: every other
+/// configuration slices them.
+fn warm_cache(plan: &SweepPlan, indices: &[usize], cache: &RunCache) {
+    let largest = indices
+        .iter()
+        .filter_map(|&i| plan.configs.get(i))
+        .max_by_key(|c| c.batch / (c.chips).max(1) as u64);
+    if let Some(c) = largest {
+        let mut w = plan.base.clone();
+        if w.chips != c.chips {
+            w.topology = None;
+        }
+        (w.chip, w.chips, w.global_batch) = (c.chip.clone(), c.chips, c.batch);
+        if c.chips > 0 && w.validate().is_ok() {
+            for step in 0..w.steps {
+                // A failure here shows again, per configuration.
+                let _ = cache.batch_for_step(&w, step);
+            }
+        }
+    }
 }
 
 /// The points as the list `sweep.json` holds.

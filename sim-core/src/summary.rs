@@ -20,6 +20,42 @@ pub struct BusyFraction {
     pub host: f64,
 }
 
+/// What a stack's limits do at run time, from best to worst (the order is the severity).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum RuntimeVerdict {
+    /// Every step fits the limits.
+    #[default]
+    Ok,
+    /// Some step needs more than one SparseCore pass.
+    Minibatching,
+    /// Some step drops ids over the limits.
+    DropsIds,
+    /// Some step overflows a static buffer: the job would stop.
+    WouldAbort,
+    /// The limits do not compile.
+    DoesNotCompile,
+}
+
+impl RuntimeVerdict {
+    /// The JSON spelling.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RuntimeVerdict::Ok => "ok",
+            RuntimeVerdict::Minibatching => "minibatching",
+            RuntimeVerdict::DropsIds => "drops_ids",
+            RuntimeVerdict::WouldAbort => "would_abort",
+            RuntimeVerdict::DoesNotCompile => "does_not_compile",
+        }
+    }
+}
+
+impl std::fmt::Display for RuntimeVerdict {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
 /// Verdict for one stack's limits in a run.
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct StackVerdict {
@@ -27,8 +63,9 @@ pub struct StackVerdict {
     pub stack: String,
     /// Whether the limits compile (static SparseCore allocations fit).
     pub compiles: bool,
-    /// "ok", "minibatching", "drops_ids", "would_abort" or "does_not_compile".
-    pub runtime: String,
+    /// What the limits do at run time (JSON: "ok", "minibatching", "drops_ids", "would_abort" or
+    /// "does_not_compile").
+    pub runtime: RuntimeVerdict,
     /// Human-readable reason with the numbers.
     pub message: String,
     /// max_ids_per_partition in force.
@@ -39,6 +76,50 @@ pub struct StackVerdict {
     pub observed_max_ids: u64,
     /// Largest observed unique ids in a partition over the run.
     pub observed_max_unique_ids: u64,
+}
+
+/// Why a run does not fit.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FitKind {
+    /// HBM capacity.
+    Hbm,
+    /// VMEM of a TensorCore kernel.
+    Vmem,
+    /// A SparseCore tile's TileSpmem.
+    Tilespmem,
+    /// SparseCore limits that do not compile.
+    CompileLimits,
+    /// Limits a step overflows at run time (the job would abort).
+    RuntimeLimits,
+    /// Ids outside their table with the id bound check on.
+    IdBoundCheck,
+    /// A NaN found with `xla_sc_detect_nan` (functional mode).
+    Nan,
+}
+
+/// One reason a run does not fit, with its numbers.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct FitReason {
+    /// What does not fit.
+    pub kind: FitKind,
+    /// The reason in words, with the numbers.
+    pub message: String,
+    /// Bytes needed (memory reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub needed_bytes: Option<u64>,
+    /// Bytes available (memory reasons).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub capacity_bytes: Option<u64>,
+}
+
+/// Time one stage spends on the critical path of a steady-state step.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct CriticalStage {
+    /// The stage (`sc_forward`, `all_to_all`, `tc_backward`, ...).
+    pub stage: String,
+    /// Microseconds per step.
+    pub us_per_step: f64,
 }
 
 /// Summary of a run (schema of `tpusim run --json`).
@@ -60,8 +141,17 @@ pub struct RunSummary {
     pub peak_memory_bytes: BTreeMap<String, u64>,
     /// Capacity per memory space.
     pub capacity_bytes: BTreeMap<String, u64>,
-    /// Whether every memory space fits and every limit compiles.
+    /// Whether every memory space fits, every limit compiles and no step would abort.
     pub fits: bool,
+    /// Why not, when `fits` is false (empty otherwise).
+    #[serde(default)]
+    pub fit_reasons: Vec<FitReason>,
+    /// The ICI slice the collectives ran on, e.g. `4x4x4 (torus)`.
+    #[serde(default)]
+    pub slice: String,
+    /// The critical path of a steady-state step by stage, largest first.
+    #[serde(default)]
+    pub critical_path: Vec<CriticalStage>,
     /// Per-stack limits verdicts.
     pub limits: Vec<StackVerdict>,
     /// SparseCore minibatches per step (max over stacks).

@@ -61,13 +61,6 @@ pub struct ScParams {
     pub hbm_share: f64,
 }
 
-/// Calibrated tile DMA rate: 512 B rows, 131,072 rows per tile in 4.05 ms at 1.9 GHz.
-pub const CALIBRATED_TILE_DMA_BYTES_PER_CYCLE: f64 = 8.73;
-/// Assumed sequencer + sort/dedup cycles per id per tile.
-pub const ASSUMED_CYCLES_PER_ID: u64 = 4;
-/// TensorCore `take` issues one row DMA every this many cycles (I: 18.1 ms for 4,194,304 rows on TPU7x).
-pub const TC_GATHER_CYCLES_PER_ROW: f64 = 8.2;
-
 /// Work of one SparseCore in one step (from preprocessing statistics).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
 pub struct ScWork {
@@ -165,11 +158,11 @@ pub fn sc_gather_ns(p: &ScParams, sparsecores: u32, rows: u64, row_bytes: u64, h
     (ns_dma.max(ns_hbm), bytes)
 }
 
-/// A TensorCore `take` of `rows` rows: one row DMA issued every [`TC_GATHER_CYCLES_PER_ROW`] cycles,
-/// or the HBM bandwidth, whichever is slower.
-pub fn tc_gather_ns(clock_hz: u64, rows: u64, row_bytes: u64, hbm_bytes_per_s: u64) -> (f64, u64) {
-    let bytes = rows * row_bytes;
-    let ns_issue = rows as f64 * TC_GATHER_CYCLES_PER_ROW / clock_hz as f64 * 1e9;
+/// A TensorCore `take` of `rows` rows: one row DMA issued every `cycles_per_row` cycles (a step
+/// parameter calibrated on the published Pallas figure), or the HBM bandwidth, whichever is slower.
+pub fn tc_gather_ns(clock_hz: u64, cycles_per_row: f64, rows: u64, row_bytes: u64, hbm_bytes_per_s: u64) -> (f64, u64) {
+    let bytes = rows.saturating_mul(row_bytes);
+    let ns_issue = rows as f64 * cycles_per_row / clock_hz as f64 * 1e9;
     let ns_hbm = bytes as f64 * 2.0 / hbm_bytes_per_s as f64 * 1e9;
     (ns_issue.max(ns_hbm), bytes * 2)
 }
@@ -186,8 +179,9 @@ mod tests {
             lanes_bf16: 32,
             clock_hz: 1_900_000_000,
             dma_granule_bytes: 32,
-            tile_dma_bytes_per_cycle: CALIBRATED_TILE_DMA_BYTES_PER_CYCLE,
-            cycles_per_id: ASSUMED_CYCLES_PER_ID,
+            // The step parameters' values (sim-tpu chips/params.json).
+            tile_dma_bytes_per_cycle: 8.73,
+            cycles_per_id: 4,
             hbm_share: 1.0,
         }
     }
@@ -197,7 +191,7 @@ mod tests {
         // Published: 4.05 ms on 2 SparseCores; 18.1 ms with a TensorCore take.
         let (sc, _) = sc_gather_ns(&tpu7x(), 2, 4_194_304, 512, 3_686_000_000_000);
         assert!((sc / 4.05e6 - 1.0).abs() < 0.02, "{sc}");
-        let (tc, _) = tc_gather_ns(1_900_000_000, 4_194_304, 512, 3_686_000_000_000);
+        let (tc, _) = tc_gather_ns(1_900_000_000, 8.2, 4_194_304, 512, 3_686_000_000_000);
         assert!((tc / 18.1e6 - 1.0).abs() < 0.02, "{tc}");
     }
 

@@ -7,6 +7,8 @@ use std::collections::BTreeMap;
 use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
+use crate::params::{StepParams, PARAMS_JSON};
+
 /// The chips with presets.
 pub const PRESETS: &[(&str, &str)] = &[
     ("v4", include_str!("../chips/v4.json")),
@@ -81,12 +83,14 @@ pub struct ChipSpec {
     pub model_hbm_bytes_per_s: u64,
 }
 
-/// A chip spec plus the source of each value.
+/// A chip spec and the step-model parameters, plus the source of each value.
 #[derive(Clone, Debug)]
 pub struct Chip {
     /// The values.
     pub spec: ChipSpec,
-    /// Source of each field, by field name.
+    /// The step model's launch costs, latencies and calibrated rates (`chips/params.json`).
+    pub params: StepParams,
+    /// Source of each field (spec and params), by field name.
     pub sources: BTreeMap<String, String>,
 }
 
@@ -130,10 +134,15 @@ impl Chip {
             .map(|(_, t)| *t)
             .ok_or(ChipError::Unknown(name.into()))?;
         let file: Value = serde_json::from_str(text).map_err(|e| ChipError::Invalid(e.to_string()))?;
-        let (values, sources) = split(&file)?;
+        let (values, mut sources) = split(&file)?;
         let spec: ChipSpec =
             serde_json::from_value(Value::Object(values)).map_err(|e| ChipError::Invalid(format!("{key}: {e}")))?;
-        Ok(Chip { spec, sources })
+        let pfile: Value = serde_json::from_str(PARAMS_JSON).map_err(|e| ChipError::Invalid(e.to_string()))?;
+        let (pvalues, psources) = split(&pfile)?;
+        let params: StepParams =
+            serde_json::from_value(Value::Object(pvalues)).map_err(|e| ChipError::Invalid(format!("params: {e}")))?;
+        sources.extend(psources);
+        Ok(Chip { spec, params, sources })
     }
 
     /// Overrides fields from a JSON object (plain values or {"value", "source"}); a "chip" or "base"
@@ -142,22 +151,29 @@ impl Chip {
         let (mut values, sources) = split(overrides)?;
         values.remove("chip");
         values.remove("base");
-        let mut current = match serde_json::to_value(&self.spec) {
-            Ok(Value::Object(m)) => m,
-            _ => return Err(ChipError::Invalid("internal: spec is not an object".into())),
+        let as_map = |v: Result<Value, serde_json::Error>| match v {
+            Ok(Value::Object(m)) => Ok(m),
+            _ => Err(ChipError::Invalid("internal: spec is not an object".into())),
         };
+        let mut current = as_map(serde_json::to_value(&self.spec))?;
+        let mut params = as_map(serde_json::to_value(&self.params))?;
         for (k, v) in values {
-            if !current.contains_key(&k) {
+            let slot = if current.contains_key(&k) {
+                &mut current
+            } else if params.contains_key(&k) {
+                &mut params
+            } else {
                 return Err(ChipError::UnknownField(k));
-            }
+            };
             let source = sources
                 .get(&k)
                 .cloned()
                 .unwrap_or_else(|| "override from --chip-file".to_string());
             self.sources.insert(k.clone(), source);
-            current.insert(k, v);
+            slot.insert(k, v);
         }
         self.spec = serde_json::from_value(Value::Object(current)).map_err(|e| ChipError::Invalid(e.to_string()))?;
+        self.params = serde_json::from_value(Value::Object(params)).map_err(|e| ChipError::Invalid(e.to_string()))?;
         Ok(self)
     }
 
@@ -179,10 +195,12 @@ impl Chip {
     /// The spec and sources as one JSON object of {"value", "source"} fields (the preset file format).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
-        if let Ok(Value::Object(m)) = serde_json::to_value(&self.spec) {
-            for (k, v) in m {
-                let src = self.sources.get(&k).cloned().unwrap_or_default();
-                out.insert(k, serde_json::json!({"value": v, "source": src}));
+        for part in [serde_json::to_value(&self.spec), serde_json::to_value(&self.params)] {
+            if let Ok(Value::Object(m)) = part {
+                for (k, v) in m {
+                    let src = self.sources.get(&k).cloned().unwrap_or_default();
+                    out.insert(k, serde_json::json!({"value": v, "source": src}));
+                }
             }
         }
         Value::Object(out)

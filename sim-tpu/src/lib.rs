@@ -1,13 +1,17 @@
 //! sim-tpu: what is specific to TPU chips.
 //!
 //! - [`chips`]: chip presets (data files with a source for every value).
+//! - [`params`]: the step model's launch costs, latencies and calibrated rates, with sources.
+//! - [`topology`]: ICI slice shapes (2D/3D tori) and collective times on them.
 //! - [`tiling`]: the layout the XLA TPU compiler gives an array.
 //! - [`tensorcore`]: the TensorCore cost model (VMEM windows, MXU, VPU, DMA), calibrated against the compiler.
 //! - [`select`]: kernel selection (formats and precisions) with conversion costs.
 //! - [`systolic`]: SCALE-Sim-compatible systolic-array cycle counts.
 
 pub mod chips;
+pub mod params;
 pub mod select;
 pub mod systolic;
 pub mod tensorcore;
 pub mod tiling;
+pub mod topology;

@@ -41,9 +41,22 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
+    // Chip values, then the step parameters (launch costs, latencies, calibrated rates).
     let json: Vec<serde_json::Value> = chips
         .iter()
-        .map(|c| serde_json::to_value(&c.spec).unwrap_or_default())
+        .map(|c| {
+            let mut m = serde_json::to_value(&c.spec)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+                .unwrap_or_default();
+            if let Some(p) = serde_json::to_value(&c.params)
+                .ok()
+                .and_then(|v| v.as_object().cloned())
+            {
+                m.extend(p);
+            }
+            serde_json::Value::Object(m)
+        })
         .collect();
     let fields: Vec<String> = json[0]
         .as_object()
@@ -71,6 +84,6 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         println!();
     }
-    println!("\n* assumed (not public): see `tpusim chips --json` for every value's source; override with --chip-file");
+    println!("\n* assumed (not public): see `tpusim chips --json` for every value's source; override with --chip-file or `--set chip.FIELD=VALUE` (run, sweep)");
     Ok(0)
 }

@@ -22,6 +22,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         functional: true,
         record: true,
         chip_overrides: None,
+        cache: None,
     };
     let seq = simulate(&w, &opts)?;
     w.pipelining = Pipelining::Pipelined;

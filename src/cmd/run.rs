@@ -46,8 +46,13 @@ pub struct Args {
     pub report: Option<PathBuf>,
     /// Override a workload field for a what-if, by its path in the workload file: `shuffle_ids=true`,
     /// `limits.max_ids_per_chip_per_sample=128`, `host.threads=2`, `tables.0.dtype=bf16` (repeatable).
+    /// `chip.FIELD=VALUE` overrides a chip preset value or step parameter (see `tpusim chips --json`).
     #[arg(long = "set", value_name = "KEY=VALUE")]
     pub set: Vec<String>,
+    /// Run again with each assumed constant halved and doubled; print the step-time range per
+    /// assumption and the ones the answer hangs on (JSON with --json).
+    #[arg(long)]
+    pub sensitivity: bool,
 }
 
 /// The report input of a run (one Gantt panel per run given).
@@ -95,19 +100,15 @@ pub fn request(args: &Args) -> RunRequest {
 
 /// Simulates an invocation's workload.
 pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
-    let chip_overrides = match &args.chip_file {
-        Some(p) => Some(serde_json::from_str(
-            &std::fs::read_to_string(p).with_context(|| p.display().to_string())?,
-        )?),
-        None => None,
-    };
-    Ok(tpusim_api::run::simulate(
-        w,
-        &RunOptions {
-            functional: args.functional,
-            record: true,
-            chip_overrides,
-        },
+    Ok(tpusim_api::run::simulate(w, &run_options(args)?)?)
+}
+
+/// The run options of an invocation: the chip file's overrides, then `--set chip.FIELD=VALUE`.
+pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
+    Ok(tpusim_api::run::run_options(
+        &request(args),
+        args.chip_file.as_deref(),
+        args.functional,
     )?)
 }
 
@@ -118,6 +119,10 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "{} on {} x {} (global batch {}, {:?})",
         w.name, w.chips, w.chip, w.global_batch, w.pipelining
     );
+    // What does not fit is said first.
+    for f in &s.fit_reasons {
+        println!("  DOES NOT FIT ({:?}): {}", f.kind, f.message);
+    }
     println!("  step time          {:>12.1} us (steady state)", s.step_time_us);
     println!("  samples/s          {:>12.0}", s.samples_per_s);
     let b = &s.busy_fraction;
@@ -146,7 +151,11 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         "  minibatches/step   {:>12}   dropped ids/step {}",
         s.minibatches_per_step, s.dropped_ids_per_step
     );
-    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != "ok").collect();
+    let bad: Vec<_> = s
+        .limits
+        .iter()
+        .filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok)
+        .collect();
     if !bad.is_empty() {
         for l in bad {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
@@ -174,10 +183,49 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     println!("{}", r.bottleneck);
 }
 
+/// Prints the step-time range per assumption.
+pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) {
+    println!(
+        "{} on {} x {}: step time {:.1} us; {:.1} to {:.1} us with every assumed constant halved or doubled",
+        w.name, w.chips, w.chip, s.step_time_us, s.range_us[0], s.range_us[1]
+    );
+    println!(
+        "  {:<36} {:>14} {:>12} {:>12} {:>8}",
+        "assumption", "value", "halved us", "doubled us", "swing"
+    );
+    for a in &s.assumptions {
+        println!(
+            "  {:<36} {:>14} {:>12.1} {:>12.1} {:>7.1}%",
+            a.name,
+            a.value.to_string(),
+            a.halved_step_time_us,
+            a.doubled_step_time_us,
+            a.swing * 100.0
+        );
+    }
+    if s.dominant.is_empty() {
+        println!("The answer does not hang on any single assumption (none moves it by 5% or more).");
+    } else {
+        println!(
+            "The answer hangs on: {} (each moves it by 5% or more).",
+            s.dominant.join(", ")
+        );
+    }
+}
+
 /// Runs `tpusim run`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let w = load_workload(&args)?;
     let r = simulate_args(&args, &w)?;
+    if args.sensitivity {
+        let s = workloads::sensitivity::sensitivity(&w, &run_options(&args)?)?;
+        if args.json {
+            println!("{}", serde_json::to_string_pretty(&s)?);
+        } else {
+            print_sensitivity(&w, &s);
+        }
+        return Ok(if r.summary.fits { 0 } else { 1 });
+    }
     if let Some(p) = &args.trace {
         let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
         traces_write(&r.recorder, f)?;
@@ -191,6 +239,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&summary_json(&r)?)?);
     } else {
         print_summary(&w, &r);
+        // Where fixed costs that rest on assumptions hold much of the step, say how far it can move.
+        let share = workloads::sensitivity::assumed_share(&r);
+        if share >= 0.2 {
+            let range = workloads::sensitivity::assumption_range(&w, &run_options(&args)?)?;
+            println!(
+                "Assumed constants hold {:.0}% of the critical path: the step takes {:.1} to {:.1} us with them halved or doubled (tpusim run --sensitivity).",
+                share * 100.0,
+                range[0],
+                range[1]
+            );
+        }
         if let Some(p) = &args.trace {
             println!("trace: {}", p.display());
         }

@@ -2,8 +2,8 @@
 
 use std::collections::BTreeMap;
 
-use crate::program::RunResult;
 use crate::spec::{Dtype, MinibatchDimension, Pipelining, Workload};
+use sim_core::summary::RunSummary;
 
 /// Figures of a run the knob report needs beyond the summary.
 #[derive(Clone, Debug, Default)]
@@ -30,6 +30,23 @@ pub struct KnobCosts {
     pub out_of_range: u64,
     /// Largest fill of a stack's static CSR buffer (padded ids / max_ids_per_chip_per_sample x rows).
     pub chip_buffer_fill: f64,
+    /// Fixed latency of one all-to-all on the run's slice (launch and hops), ps.
+    pub collective_latency_ps: u64,
+}
+
+/// The run's facts the knob report reads (it never runs anything itself).
+#[derive(Clone, Debug, Default)]
+pub struct KnobFacts {
+    /// The run's summary.
+    pub summary: RunSummary,
+    /// The straggler sentence.
+    pub straggler: String,
+    /// Padding per buffer: name, padded bytes, unpadded bytes.
+    pub padding_per_buffer: Vec<(String, u64, u64)>,
+    /// Start-up time, ps.
+    pub startup_ps: u64,
+    /// Where the first NaN appeared (functional mode with NaN detection).
+    pub nan: Option<String>,
 }
 
 fn mib(b: u64) -> String {
@@ -49,7 +66,7 @@ fn table_map(m: &BTreeMap<String, u32>) -> String {
 }
 
 /// Knob, setting, effect: one row per knob of the SparseCore guide.
-pub fn knob_report(w: &Workload, r: &RunResult, c: &KnobCosts) -> Vec<(String, String, String)> {
+pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, String, String)> {
     let s = &r.summary;
     let mut k: Vec<(String, String, String)> = Vec::new();
     let mut row = |name: &str, setting: String, effect: String| k.push((name.to_string(), setting, effect));
@@ -66,7 +83,7 @@ pub fn knob_report(w: &Workload, r: &RunResult, c: &KnobCosts) -> Vec<(String, S
             if w.chips > 1 {
                 format!(
                     " ({:.1} us of collective latency per direction)",
-                    c.stacks.len() as f64 * crate::program::ASSUMED_ICI_COLLECTIVE_LATENCY_PS as f64 / 1e6
+                    c.stacks.len() as f64 * c.collective_latency_ps as f64 / 1e6
                 )
             } else {
                 String::new()

@@ -4,10 +4,13 @@
 //!
 //! Architecture invariant: workloads builds task graphs and reads results; the engine owns time.
 
+pub mod cache;
 pub mod functional;
+pub mod gather;
 pub mod ids;
 pub mod knobs;
 pub mod program;
+pub mod sensitivity;
 pub mod spec;
 pub mod stepwork;
 

@@ -13,7 +13,7 @@ pub enum WorkloadError {
     #[error("workload: {0}")]
     Spec(String),
     /// A preset name is unknown.
-    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-dcnv2, balanced, tc-heavy, skewed")]
+    #[error("unknown preset '{0}': expected one of dlrm-small, dlrm-criteo, dlrm-criteo-128, dlrm-criteo-pipelined, dlrm-dcnv2, balanced, tc-heavy, skewed")]
     UnknownPreset(String),
     /// Something the simulation called failed.
     #[error("{0}")]
@@ -50,6 +50,18 @@ impl Dtype {
     }
 }
 
+/// Where a table lives and is looked up.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum Placement {
+    /// Sharded over the SparseCores of every chip (mod sharding), looked up by them.
+    #[default]
+    Sparsecore,
+    /// Replicated on every TensorCore replica: gathered forward, scatter-added backward, its dense
+    /// gradient all-reduced with the dense weights (what MLPerf submissions do for small tables).
+    Tensorcore,
+}
+
 /// An embedding table.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -69,6 +81,9 @@ pub struct TableDef {
     /// Element type.
     #[serde(default = "f32")]
     pub dtype: Dtype,
+    /// SparseCores (default) or TensorCore.
+    #[serde(default)]
+    pub placement: Placement,
 }
 
 fn sum() -> Combiner {
@@ -136,8 +151,15 @@ pub struct FeatureDef {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum Interaction {
-    /// Pairwise dot products (DLRM).
+    /// Pairwise dot products of the f = features + 1 vectors, the upper triangle without self terms:
+    /// f(f-1)/2 outputs (the DLRM reference).
     Dot,
+    /// The upper triangle with the self terms (f(f+1)/2 outputs).
+    #[serde(rename = "dot_self")]
+    DotSelf,
+    /// The whole f x f product matrix, no gather of a triangle (MLPerf v1.0's TPU "skip-gather").
+    #[serde(rename = "dot_full")]
+    DotFull,
     /// DCNv2 cross layers (count).
     Dcnv2(u32),
 }
@@ -154,6 +176,15 @@ pub struct DenseModel {
     pub interaction: Interaction,
     /// Top MLP widths.
     pub top: Vec<u64>,
+    /// Whether the bottom MLP's output joins the interaction's output (the original features).
+    #[serde(default = "yes")]
+    pub concat_dense: bool,
+    /// Optimizer of the dense weights (and TensorCore tables), applied on every replica.
+    #[serde(default = "sgd")]
+    pub optimizer: Optimizer,
+    /// Element type of the dense gradients' data-parallel all-reduce.
+    #[serde(default = "f32")]
+    pub gradient_dtype: Dtype,
 }
 
 /// How a batch over its limits is split into SparseCore passes.
@@ -285,9 +316,14 @@ pub struct Workload {
     pub chip: String,
     /// Number of chips (a power of two).
     pub chips: u32,
-    /// ICI topology, e.g. "4x4x4" (its product must equal `chips`); informational for the all-to-all.
+    /// ICI slice shape, e.g. "4x4x4" (its product must equal `chips`); default: the Cloud slice shape
+    /// of that many chips. Collectives are timed on it.
     #[serde(default)]
     pub topology: Option<String>,
+    /// One replica per chip, its TensorCores splitting every kernel (megacore), or one replica per
+    /// TensorCore. Default: the chip's (`megacore` in the chip preset).
+    #[serde(default)]
+    pub megacore: Option<bool>,
     /// Global batch (samples per step over all chips).
     pub global_batch: u64,
     /// Steps to simulate.
@@ -345,6 +381,11 @@ pub struct Workload {
 const PRESETS: &[(&str, &str)] = &[
     ("dlrm-small", include_str!("../presets/dlrm-small.toml")),
     ("dlrm-criteo", include_str!("../presets/dlrm-criteo.toml")),
+    ("dlrm-criteo-128", include_str!("../presets/dlrm-criteo-128.toml")),
+    (
+        "dlrm-criteo-pipelined",
+        include_str!("../presets/dlrm-criteo-pipelined.toml"),
+    ),
     ("dlrm-dcnv2", include_str!("../presets/dlrm-dcnv2.toml")),
     ("balanced", include_str!("../presets/balanced.toml")),
     ("tc-heavy", include_str!("../presets/tc-heavy.toml")),
@@ -491,6 +532,22 @@ impl Workload {
             return bad("host.threads and host.ids_per_s_per_thread must be positive".into());
         }
         Ok(())
+    }
+
+    /// The workload's SparseCore part: its tables placed on SparseCores and their features.
+    pub fn sparsecore_part(&self) -> Workload {
+        let mut w = self.clone();
+        w.tables.retain(|t| t.placement == Placement::Sparsecore);
+        w.features.retain(|f| w.tables.iter().any(|t| t.name == f.table));
+        let kept: Vec<&String> = w.tables.iter().map(|t| &t.name).collect();
+        w.limits.max_ids_per_table.retain(|t, _| kept.contains(&t));
+        w.limits.max_unique_ids_per_table.retain(|t, _| kept.contains(&t));
+        w
+    }
+
+    /// Tables placed on the TensorCore.
+    pub fn tensorcore_tables(&self) -> impl Iterator<Item = &TableDef> {
+        self.tables.iter().filter(|t| t.placement == Placement::Tensorcore)
     }
 
     /// Samples per chip per step.

@@ -9,6 +9,8 @@ use sim_sparsecore::preprocess::{
     preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec, StackOutput,
 };
 
+use sim_core::summary::RuntimeVerdict;
+
 use crate::spec::{MinibatchDimension, Workload, WorkloadError};
 
 /// Largest number of sample groups sample-dimension minibatching tries (as many as vocabulary buckets).
@@ -21,8 +23,8 @@ pub struct StackStep {
     pub minibatches: u32,
     /// Ids dropped.
     pub dropped: u64,
-    /// "ok", "minibatching", "drops_ids" or "would_abort", with the reason when not ok.
-    pub runtime: String,
+    /// What the limits did, with the reason in `message` when not ok.
+    pub runtime: RuntimeVerdict,
     /// Why, when not ok.
     pub message: String,
     /// Largest observed ids / unique ids a source SparseCore sends one partition.
@@ -134,7 +136,7 @@ fn stack_step(o: &StackOutput) -> StackStep {
     StackStep {
         minibatches: o.num_minibatches,
         dropped: o.dropped_id_count,
-        runtime: String::new(),
+        runtime: RuntimeVerdict::Ok,
         message: String::new(),
         observed_max_ids: o.max_ids_per_partition.iter().copied().max().unwrap_or(0) as u64,
         observed_max_unique: o.max_unique_ids_per_partition.iter().copied().max().unwrap_or(0) as u64,
@@ -145,15 +147,15 @@ fn stack_step(o: &StackOutput) -> StackStep {
 }
 
 fn classify(s: &mut StackStep) {
-    if s.runtime.is_empty() {
-        s.runtime = if s.minibatches > 1 {
-            "minibatching".into()
-        } else if s.dropped > 0 {
-            "drops_ids".into()
-        } else {
-            "ok".into()
-        };
-    }
+    // A verdict set on the way (an abort, drops) stays unless this one is worse.
+    let counted = if s.dropped > 0 {
+        RuntimeVerdict::DropsIds
+    } else if s.minibatches > 1 {
+        RuntimeVerdict::Minibatching
+    } else {
+        RuntimeVerdict::Ok
+    };
+    s.runtime = s.runtime.max(counted);
 }
 
 /// Vocabulary-dimension minibatching: jax-tpu-embedding's algorithm as it is.
@@ -179,7 +181,7 @@ fn vocabulary_step(spec: &PreprocessSpec, batch: &BatchIds) -> Result<Vec<(Strin
                 .map(|(n, s)| {
                     let mut st = stack_step(s);
                     if *n == e.stack {
-                        st.runtime = "would_abort".into();
+                        st.runtime = RuntimeVerdict::WouldAbort;
                         st.message = e.to_string();
                     }
                     classify(&mut st);
@@ -253,7 +255,7 @@ fn sample_step(
             }
             if st.dropped == 0 || !can_split {
                 if st.dropped > 0 && !allow_dropping {
-                    st.runtime = "would_abort".into();
+                    st.runtime = RuntimeVerdict::WouldAbort;
                     st.message = format!(
                         "stack {n}: {} ids over its limits even in {k} sample groups (a single id's count in one group exceeds max_ids_per_partition, or the groups cannot be split further)",
                         st.dropped
@@ -385,11 +387,9 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
                 let over = observed - limit as u64;
                 if w.limits.allow_id_dropping {
                     st.dropped += over;
-                    if st.runtime == "ok" || st.runtime == "minibatching" {
-                        st.runtime = "drops_ids".into();
-                    }
+                    st.runtime = st.runtime.max(RuntimeVerdict::DropsIds);
                 } else {
-                    st.runtime = "would_abort".into();
+                    st.runtime = RuntimeVerdict::WouldAbort;
                 }
                 let table_msg = format!(
                         "table {}: a SparseCore sends {observed} ids over {what} = {limit}{}; raise {what}.{} to at least {}",

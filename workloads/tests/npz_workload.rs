@@ -25,7 +25,7 @@ fn npz_ids_and_limits_file() {
     let tight = r#"{"stacks": {"country": {"max_ids_per_partition": 8, "max_unique_ids_per_partition": 8}}}"#;
     let r = simulate(&load(Some(tight)), &RunOptions::default()).unwrap();
     let country = r.summary.limits.iter().find(|l| l.stack == "country").unwrap();
-    assert_eq!(country.runtime, "would_abort");
+    assert_eq!(country.runtime, sim_core::summary::RuntimeVerdict::WouldAbort);
     assert!(!r.summary.fits);
 }
 

@@ -16,8 +16,9 @@ fn balanced_gains_at_least_1_7x_from_pipelining() {
         step_us(w.clone(), Pipelining::Sequential),
         step_us(w, Pipelining::Pipelined),
     );
+    // At most ~2x: pipelining overlaps two stages, it cannot remove work.
     assert!(
-        seq / pip >= 1.7,
+        (1.7..=2.05).contains(&(seq / pip)),
         "sequential {seq} us, pipelined {pip} us: {:.2}x",
         seq / pip
     );
@@ -131,8 +132,14 @@ fn tensorcore_ops_show_their_kernel_stages_inside_the_op() {
     let w = workloads::Workload::preset("dlrm-small").unwrap();
     let r = workloads::simulate(&w, &workloads::RunOptions::default()).unwrap();
     let spans = &r.recorder.spans;
-    let phases: Vec<_> = spans.iter().filter(|s| s.category == "tc_phase").collect();
-    for unit in ["TC MXU", "TC VPU", "TC DMA", "TC sequencer"] {
+    // Model phases, labelled as such: the engine schedules the op, the model splits it.
+    let phases: Vec<_> = spans.iter().filter(|s| s.category == "tc_model_phase").collect();
+    for unit in [
+        "TC MXU (model)",
+        "TC VPU (model)",
+        "TC DMA (model)",
+        "TC sequencer (model)",
+    ] {
         assert!(phases.iter().any(|s| s.track.thread == unit), "no {unit} spans");
     }
     // Every stage lies inside an op span of the TC thread with the same step.
@@ -141,7 +148,8 @@ fn tensorcore_ops_show_their_kernel_stages_inside_the_op() {
             spans.iter().any(|s| s.track.thread == "TC"
                 && s.start <= p.start
                 && p.end <= s.end
-                && p.name.starts_with(s.name.rsplit_once(" step ").unwrap().0)),
+                && p.name.starts_with(s.name.rsplit_once(" step ").unwrap().0)
+                && p.name.ends_with("(model phase)")),
             "{} outside its op",
             p.name
         );

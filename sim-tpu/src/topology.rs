@@ -1,0 +1,392 @@
+//! ICI slice shapes and collective times on them.
+//!
+//! Chips of a slice sit on a 3D torus (v4, v5p, tpu7x) or a 2D torus (v5e, v6e). A slice has a shape
+//! such as 4x4x8; a dimension has wraparound links only where the slice has them (assumed from the Cloud
+//! TPU slice shapes: 3D slices made of whole 4x4x4 cubes are tori, smaller ones are meshes; 2D slices
+//! wrap only along a full 16-chip pod dimension). Messages take shortest paths, dimension by dimension.
+//!
+//! Collective times are closed forms on that shape: the busiest link's bytes over the link bandwidth,
+//! plus a number of hops that the caller prices with a per-hop latency.
+
+use crate::chips::ChipSpec;
+
+/// Errors of slice shapes.
+#[derive(Debug, thiserror::Error, PartialEq, Eq)]
+pub enum TopologyError {
+    /// The text is not a shape like `4x4x8`.
+    #[error("topology '{text}': {why} (valid: {dims} positive integers joined by 'x', e.g. {example})")]
+    Malformed {
+        /// The text given.
+        text: String,
+        /// What is wrong.
+        why: String,
+        /// Dimensions the chip's torus has.
+        dims: usize,
+        /// An example shape.
+        example: String,
+    },
+    /// The shape's chips differ from the workload's.
+    #[error("topology '{text}' holds {product} chips, but the workload has {chips}")]
+    Mismatch {
+        /// The text given.
+        text: String,
+        /// Chips the shape holds.
+        product: u64,
+        /// Chips of the workload.
+        chips: u64,
+    },
+    /// No Cloud slice shape of that many chips is known.
+    #[error("no default {dims}D slice shape for {chips} chips: give `topology` (e.g. {example})")]
+    NoDefault {
+        /// Chips asked for.
+        chips: u64,
+        /// Torus dimensions.
+        dims: usize,
+        /// An example shape.
+        example: String,
+    },
+}
+
+/// A slice: its size along each torus dimension and whether that dimension wraps around.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct SliceShape {
+    /// Chips along each dimension.
+    pub dims: Vec<u32>,
+    /// Wraparound links along each dimension.
+    pub wraparound: Vec<bool>,
+}
+
+/// Time of one collective on a slice.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct CollectiveTime {
+    /// Bytes over bandwidth on the busiest link, ps.
+    pub bandwidth_ps: u64,
+    /// Hops paid one after another (priced by the caller's per-hop latency).
+    pub latency_hops: u64,
+}
+
+/// Torus dimensions of a chip (3 for a 3D torus, else 2).
+pub fn torus_dims(chip: &ChipSpec) -> usize {
+    if chip.ici_topology.starts_with("3D") {
+        3
+    } else {
+        2
+    }
+}
+
+/// Cloud slice shapes for powers of two (3D: v4/v5p/tpu7x; 2D: v5e/v6e).
+fn default_dims(dims: usize, chips: u64) -> Option<Vec<u32>> {
+    let table3: &[(u64, [u32; 3])] = &[
+        (1, [1, 1, 1]),
+        (2, [1, 1, 2]),
+        (4, [2, 2, 1]),
+        (8, [2, 2, 2]),
+        (16, [2, 2, 4]),
+        (32, [2, 4, 4]),
+        (64, [4, 4, 4]),
+        (128, [4, 4, 8]),
+        (256, [4, 8, 8]),
+        (512, [8, 8, 8]),
+        (1024, [8, 8, 16]),
+        (2048, [8, 16, 16]),
+        (4096, [16, 16, 16]),
+        (8192, [16, 16, 32]),
+    ];
+    let table2: &[(u64, [u32; 2])] = &[
+        (1, [1, 1]),
+        (2, [1, 2]),
+        (4, [2, 2]),
+        (8, [2, 4]),
+        (16, [4, 4]),
+        (32, [4, 8]),
+        (64, [8, 8]),
+        (128, [8, 16]),
+        (256, [16, 16]),
+    ];
+    if dims == 3 {
+        table3.iter().find(|(n, _)| *n == chips).map(|(_, d)| d.to_vec())
+    } else {
+        table2.iter().find(|(n, _)| *n == chips).map(|(_, d)| d.to_vec())
+    }
+}
+
+fn example(dims: usize) -> String {
+    if dims == 3 { "4x4x8" } else { "8x16" }.to_string()
+}
+
+impl SliceShape {
+    /// The slice of `chips` chips for this chip: the shape given as text (`4x4x8`), or the Cloud
+    /// default for that many chips.
+    pub fn for_chip(chip: &ChipSpec, chips: u64, text: Option<&str>) -> Result<SliceShape, TopologyError> {
+        let n = torus_dims(chip);
+        let dims = match text {
+            Some(t) => {
+                let bad = |why: &str| TopologyError::Malformed {
+                    text: t.to_string(),
+                    why: why.to_string(),
+                    dims: n,
+                    example: example(n),
+                };
+                let dims: Vec<u32> = t
+                    .split('x')
+                    .map(|d| d.trim().parse::<u32>().ok().filter(|&v| v > 0))
+                    .collect::<Option<_>>()
+                    .ok_or_else(|| bad("every dimension must be a positive integer"))?;
+                if dims.len() != n {
+                    return Err(bad(&format!(
+                        "{} has a {n}D torus, this has {} dimensions",
+                        chip.name,
+                        dims.len()
+                    )));
+                }
+                let product = dims.iter().try_fold(1u64, |p, &d| p.checked_mul(d as u64));
+                match product {
+                    Some(p) if p == chips => dims,
+                    Some(p) => {
+                        return Err(TopologyError::Mismatch {
+                            text: t.to_string(),
+                            product: p,
+                            chips,
+                        })
+                    }
+                    None => return Err(bad("too many chips")),
+                }
+            }
+            None => default_dims(n, chips).ok_or(TopologyError::NoDefault {
+                chips,
+                dims: n,
+                example: example(n),
+            })?,
+        };
+        let wraparound = if n == 3 {
+            let cubes = dims.iter().all(|d| d % 4 == 0);
+            dims.iter().map(|_| cubes).collect()
+        } else {
+            dims.iter().map(|&d| d == 16).collect()
+        };
+        Ok(SliceShape { dims, wraparound })
+    }
+
+    /// Chips in the slice.
+    pub fn chips(&self) -> u64 {
+        self.dims.iter().map(|&d| d as u64).product()
+    }
+
+    /// Dimensions longer than one chip.
+    fn axes(&self) -> impl Iterator<Item = (u64, bool)> + '_ {
+        self.dims
+            .iter()
+            .zip(&self.wraparound)
+            .filter(|(d, _)| **d > 1)
+            .map(|(&d, &w)| (d as u64, w))
+    }
+
+    /// Largest number of hops between two chips.
+    pub fn diameter(&self) -> u64 {
+        self.axes().map(|(k, w)| if w { k / 2 } else { k - 1 }).sum()
+    }
+
+    /// A uniform all-to-all where every chip sends `bytes_per_chip` bytes spread evenly over all
+    /// chips (itself included). Along a dimension of k chips every ordered pair of positions carries
+    /// bytes/k (dimension-ordered routing), so the busiest link there moves bytes/k times the most
+    /// pairs routed over one link; dimensions work at once, so the slowest one sets the time.
+    pub fn all_to_all(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
+        let worst = self
+            .axes()
+            .map(|(k, w)| {
+                let half_pairs = max_link_half_pairs(k, w) as u128;
+                // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
+                (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
+                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128)
+            })
+            .max()
+            .unwrap_or(0);
+        CollectiveTime {
+            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
+            latency_hops: self.diameter(),
+        }
+    }
+
+    /// An all-reduce of `bytes` on every chip: reduce-scatter then all-gather along each dimension
+    /// (a bidirectional ring where the dimension wraps, a line at half that rate where it does not),
+    /// the data split into one chunk per dimension, each chunk taking the dimensions in its own
+    /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the
+    /// ring steps of every dimension, one after another.
+    pub fn all_reduce(&self, bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
+        let axes: Vec<(u64, bool)> = self.axes().collect();
+        let n = axes.len() as u128;
+        if n == 0 {
+            return CollectiveTime::default();
+        }
+        let mut worst = 0u128;
+        for (a, &(k, wrap)) in axes.iter().enumerate() {
+            // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
+            let prod_all: u128 = axes.iter().map(|x| x.0 as u128).product();
+            let mut vol_units = 0u128; // bytes x vol_units / (n x prod_all)
+            for j in 0..axes.len() {
+                let pos = (a + axes.len() - j) % axes.len();
+                let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].0 as u128).product();
+                vol_units += prod_all / before;
+            }
+            let lanes = if wrap { 2 } else { 1 };
+            let ps = 2 * bytes as u128 * vol_units * (k as u128 - 1) * 1_000_000_000_000
+                / (n * prod_all * k as u128 * lanes * link_bytes_per_s.max(1) as u128);
+            worst = worst.max(ps);
+        }
+        CollectiveTime {
+            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
+            latency_hops: axes.iter().map(|&(k, _)| 2 * (k - 1)).sum(),
+        }
+    }
+}
+
+impl std::fmt::Display for SliceShape {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        let s: Vec<String> = self.dims.iter().map(|d| d.to_string()).collect();
+        write!(f, "{}", s.join("x"))?;
+        if self.dims.iter().any(|&d| d > 1) {
+            let wrapped = self
+                .wraparound
+                .iter()
+                .zip(&self.dims)
+                .filter(|(w, &d)| **w && d > 1)
+                .count();
+            let long = self.dims.iter().filter(|&&d| d > 1).count();
+            write!(
+                f,
+                " ({})",
+                match wrapped {
+                    0 => "mesh".to_string(),
+                    x if x == long => "torus".to_string(),
+                    x => format!("wraparound on {x} of {long} dimensions"),
+                }
+            )?;
+        }
+        Ok(())
+    }
+}
+
+/// The most ordered pairs (i, j) of a k-chip ring (`wrap`) or line routed over one directed link, in
+/// halves: on a ring a pair exactly opposite splits its bytes over both directions.
+fn max_link_half_pairs(k: u64, wrap: bool) -> u64 {
+    let k = k as usize;
+    // load[2*l] : link l -> l+1; load[2*l+1] : link l+1 -> l (indices mod k on a ring).
+    let mut load = vec![0u64; 2 * k];
+    for i in 0..k {
+        for j in 0..k {
+            if i == j {
+                continue;
+            }
+            let forward = (j + k - i) % k;
+            let mut walk = |dir_plus: bool, hops: usize, w: u64| {
+                let mut at = i;
+                for _ in 0..hops {
+                    if dir_plus {
+                        load[2 * at] += w;
+                        at = (at + 1) % k;
+                    } else {
+                        let next = (at + k - 1) % k;
+                        load[2 * next + 1] += w;
+                        at = next;
+                    }
+                }
+            };
+            if !wrap {
+                if j > i {
+                    walk(true, j - i, 2);
+                } else {
+                    walk(false, i - j, 2);
+                }
+            } else if 2 * forward < k {
+                walk(true, forward, 2);
+            } else if 2 * forward > k {
+                walk(false, k - forward, 2);
+            } else {
+                walk(true, forward, 1);
+                walk(false, forward, 1);
+            }
+        }
+    }
+    load.into_iter().max().unwrap_or(0)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::chips::Chip;
+
+    fn v4() -> ChipSpec {
+        Chip::preset("v4").unwrap().spec
+    }
+
+    #[test]
+    fn link_loads_by_hand() {
+        // Ring of 4: from each chip 1 hop to two neighbours, the opposite chip split 1/2 + 1/2 over two
+        // hops each way: per direction 4 x (1 + 1/2 x 2) = 8 link-pairs over 4 links = 2 pairs each.
+        assert_eq!(max_link_half_pairs(4, true), 4);
+        // Ring of 8: distances 1,2,3,4(split),3,2,1 sum 16 per source, 128 over 16 links = 8.
+        assert_eq!(max_link_half_pairs(8, true), 16);
+        // Line of 4: the middle link carries 2 x 2 = 4 pairs one way.
+        assert_eq!(max_link_half_pairs(4, false), 8);
+        // Two chips: one pair each way.
+        assert_eq!(max_link_half_pairs(2, false), 2);
+    }
+
+    #[test]
+    fn shapes_and_wraparound() {
+        let s = SliceShape::for_chip(&v4(), 64, None).unwrap();
+        assert_eq!((s.dims.clone(), s.wraparound.clone()), (vec![4, 4, 4], vec![true; 3]));
+        assert_eq!(s.diameter(), 6);
+        let m = SliceShape::for_chip(&v4(), 32, None).unwrap();
+        assert_eq!(m.wraparound, vec![false; 3]);
+        assert_eq!(m.diameter(), 1 + 3 + 3);
+        assert_eq!(m.to_string(), "2x4x4 (mesh)");
+        let t = SliceShape::for_chip(&v4(), 128, Some("4x4x8")).unwrap();
+        assert_eq!(t.to_string(), "4x4x8 (torus)");
+        assert!(matches!(
+            SliceShape::for_chip(&v4(), 64, Some("4x4x8")),
+            Err(TopologyError::Mismatch { product: 128, .. })
+        ));
+        let e = SliceShape::for_chip(&v4(), 64, Some("8x8")).unwrap_err().to_string();
+        assert!(e.contains("3D torus") && e.contains("4x4x8"), "{e}");
+        let v6e = Chip::preset("v6e").unwrap().spec;
+        let p = SliceShape::for_chip(&v6e, 256, None).unwrap();
+        assert_eq!(p.wraparound, vec![true, true]);
+        assert_eq!(
+            SliceShape::for_chip(&v6e, 64, None).unwrap().wraparound,
+            vec![false, false]
+        );
+    }
+
+    #[test]
+    fn all_to_all_by_hand() {
+        // 4x4x4 torus, 6.4 MB per chip, 45 GB/s links: bytes/4 x 2 pairs / 45e9 = 71.11 us per axis.
+        let s = SliceShape::for_chip(&v4(), 64, None).unwrap();
+        let t = s.all_to_all(6_400_000, 45_000_000_000);
+        assert_eq!(t.bandwidth_ps, 71_111_111);
+        assert_eq!(t.latency_hops, 6);
+        // 4x4x8: the 8-ring's links carry bytes/8 x 8 pairs = all the bytes: 142.2 us.
+        let s = SliceShape::for_chip(&v4(), 128, None).unwrap();
+        assert_eq!(s.all_to_all(6_400_000, 45_000_000_000).bandwidth_ps, 142_222_222);
+        // One chip: nothing crosses ICI.
+        let one = SliceShape::for_chip(&v4(), 1, None).unwrap();
+        assert_eq!(one.all_to_all(1 << 20, 1).bandwidth_ps, 0);
+    }
+
+    #[test]
+    fn all_reduce_by_hand() {
+        // Two chips on a line: reduce-scatter + all-gather move 2 x V x 1/2 over one 1-lane link:
+        // 1 MB at 1 GB/s = 1 ms.
+        let v5p = Chip::preset("v5p").unwrap().spec;
+        let s = SliceShape::for_chip(&v5p, 2, None).unwrap();
+        let t = s.all_reduce(1_000_000, 1_000_000_000);
+        assert_eq!(t.bandwidth_ps, 1_000_000_000);
+        assert_eq!(t.latency_hops, 2);
+        // 4x4x4 torus: each axis sees V/3 (1 + 1/4 + 1/16) = 0.4375 V, moved 2 x 3/4 over 2 lanes:
+        // 0.328125 V / link rate. 6.4 MB at 45 GB/s: 46.666 us.
+        let s = SliceShape::for_chip(&v4(), 64, None).unwrap();
+        let t = s.all_reduce(6_400_000, 45_000_000_000);
+        assert_eq!(t.bandwidth_ps, 46_666_666);
+        assert_eq!(t.latency_hops, 18);
+    }
+}

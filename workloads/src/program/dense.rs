@@ -1,0 +1,371 @@
+//! Stage 2b: the TensorCore program of one step, kernel by kernel, costed by the TensorCore model:
+//! bottom MLP, TensorCore tables, interaction, top MLP, loss, their backward, the dense gradients'
+//! conversion for the all-reduce, the reduction between replicas of one chip, and the optimizer update.
+
+use serde_json::json;
+use sim_tpu::tensorcore::{cost, OpSpec, Phase};
+
+use super::resolve::Plan;
+use crate::gather::{gather_cost, GatherSite};
+use crate::spec::{Dtype, Interaction, WorkloadError};
+
+/// What part of the step a kernel belongs to.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum KernelRole {
+    /// Forward pass.
+    Forward,
+    /// Backward pass.
+    Backward,
+    /// Gradient conversion, reduction between replicas, optimizer update.
+    Update,
+}
+
+/// One TensorCore kernel of a step, on the simulated chip.
+#[derive(Clone, Debug)]
+pub struct Kernel {
+    /// Name (`top0 fwd`, `bottom1 dW`, ...).
+    pub name: String,
+    /// Part of the step.
+    pub role: KernelRole,
+    /// TensorCore cycles of the chip's share (the chip's TensorCores split a device's work), without
+    /// the launch cost.
+    pub cycles: u64,
+    /// HBM bytes, padded.
+    pub hbm_bytes: u64,
+    /// HBM bytes, logical.
+    pub hbm_unpadded: u64,
+    /// Peak VMEM.
+    pub vmem_bytes: u64,
+    /// The model's kernel stages (sequencer, DMA, MXU, VPU), cycles scaled like `cycles`.
+    pub phases: Vec<Phase>,
+}
+
+/// The dense part of one step.
+#[derive(Clone, Debug, Default)]
+pub struct DenseProgram {
+    /// Forward kernels in order.
+    pub forward: Vec<Kernel>,
+    /// Backward kernels in order.
+    pub backward: Vec<Kernel>,
+    /// After the all-reduce: reduction between the chip's replicas (if several) and the update.
+    pub update: Vec<Kernel>,
+    /// Kernel before the all-reduce (the conversion of gradients to the all-reduce dtype), if any.
+    pub convert: Option<Kernel>,
+    /// Dense parameters per replica (weights, biases and TensorCore tables).
+    pub parameters: u64,
+    /// Bytes one replica's gradients put into the all-reduce.
+    pub gradient_bytes: u64,
+    /// Activation bytes per chip kept for the backward pass.
+    pub activation_bytes: u64,
+    /// Backward kernels after which the embedding gradients are ready (their all-to-all may start).
+    pub embedding_grads_ready: usize,
+}
+
+impl DenseProgram {
+    /// Every kernel of a step, in program order.
+    pub fn kernels(&self) -> impl Iterator<Item = &Kernel> {
+        self.forward
+            .iter()
+            .chain(&self.backward)
+            .chain(&self.convert)
+            .chain(&self.update)
+    }
+}
+
+struct Builder<'a> {
+    p: &'a Plan,
+    b: u64,
+}
+
+impl Builder<'_> {
+    fn op(&self, name: String, role: KernelRole, v: serde_json::Value) -> Result<Kernel, WorkloadError> {
+        let spec = OpSpec::from_value(&v).map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
+        let c = cost(&spec, &self.p.model).map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
+        let share = self.p.tc_share;
+        Ok(Kernel {
+            name,
+            role,
+            cycles: c.cycles.div_ceil(share),
+            hbm_bytes: c.hbm_bytes / share,
+            hbm_unpadded: c.hbm_bytes_unpadded / share,
+            vmem_bytes: c.vmem_bytes,
+            phases: c
+                .phases()
+                .into_iter()
+                .map(|mut ph| {
+                    ph.start_cycle /= share;
+                    ph.cycles = ph.cycles.div_ceil(share);
+                    ph.busy_cycles = ph.busy_cycles.div_ceil(share);
+                    ph.bytes /= share;
+                    ph
+                })
+                .collect(),
+        })
+    }
+
+    /// An elementwise kernel over `rows x cols` f32 values.
+    fn elementwise(&self, name: String, role: KernelRole, rows: u64, cols: u64) -> Result<Kernel, WorkloadError> {
+        self.op(
+            name,
+            role,
+            json!({"op": "add", "params": {"shape": [rows.max(1), cols.max(1)], "dtype": "float32"}}),
+        )
+    }
+
+    /// A pass that reads f32 and writes the bf16 a following matmul consumes (a gather-and-concatenate
+    /// or a symmetrisation fused into one loop).
+    fn to_bf16(&self, name: String, role: KernelRole, rows: u64, cols: u64) -> Result<Kernel, WorkloadError> {
+        self.op(
+            name,
+            role,
+            json!({"op": "convert", "params": {"shape": [rows.max(1), cols.max(1)], "dtype": "float32", "to": "bfloat16"}}),
+        )
+    }
+
+    /// A memory-bound pass over `elements` reading and writing `bytes_per_element` in all, at the
+    /// model's HBM rate (one replica's copy: every replica of the chip runs it).
+    fn streaming(&self, name: String, elements: u64, bytes_per_element: u64) -> Kernel {
+        let p = self.p;
+        let replicas = p.replicas_per_chip;
+        let bytes = elements.saturating_mul(bytes_per_element);
+        // Every replica streams its own copy through the chip's HBM; replicas on separate TensorCores
+        // run at once, a megacore replica splits the pass.
+        let per_tc = bytes * replicas / p.tc_share;
+        let cycles =
+            (per_tc as u128 * p.model.clock_hz as u128).div_ceil(p.spec().model_hbm_bytes_per_s.max(1) as u128) as u64;
+        Kernel {
+            name,
+            role: KernelRole::Update,
+            cycles,
+            hbm_bytes: bytes * replicas,
+            hbm_unpadded: bytes * replicas,
+            vmem_bytes: 0,
+            phases: Vec::new(),
+        }
+    }
+
+    /// A TensorCore gather (or scatter-add) of `rows` rows of `row_bytes`.
+    fn gather(
+        &self,
+        name: String,
+        role: KernelRole,
+        rows: u64,
+        row_bytes: u64,
+        scatter: bool,
+    ) -> Result<Kernel, WorkloadError> {
+        let p = self.p;
+        let g = gather_cost(&p.chip, GatherSite::TensorCore, rows.div_ceil(p.tc_share), row_bytes)
+            .map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
+        // A scatter-add reads and writes each row: twice a gather's traffic and issue slots.
+        let k = if scatter { 2 } else { 1 };
+        Ok(Kernel {
+            name,
+            role,
+            cycles: (g.time_ns * k as f64 * p.model.clock_hz / 1e9).ceil() as u64,
+            hbm_bytes: g.hbm_bytes * k * p.tc_share,
+            hbm_unpadded: g.hbm_bytes_unpadded * k * p.tc_share,
+            vmem_bytes: 0,
+            phases: Vec::new(),
+        })
+    }
+
+    /// An MLP: forward layer kernels (matmul, bias, ReLU fused), backward per layer the ReLU and bias
+    /// gradient, dX and dW. Returns the output width and the parameters.
+    fn mlp(
+        &self,
+        prefix: &str,
+        din: u64,
+        widths: &[u64],
+        fwd: &mut Vec<Kernel>,
+        bwd: &mut Vec<Kernel>,
+    ) -> Result<(u64, u64), WorkloadError> {
+        let b = self.b;
+        let mut d = din;
+        let mut params = 0u64;
+        for (i, &out) in widths.iter().enumerate() {
+            fwd.push(self.op(
+                format!("{prefix}{i} fwd"),
+                KernelRole::Forward,
+                json!({"op": "mlp_layer", "params": {"B": b, "Din": d, "Dout": out, "dtype": "bfloat16"}}),
+            )?);
+            let mut layer = vec![
+                self.op(
+                    format!("{prefix}{i} relu+bias grad"),
+                    KernelRole::Backward,
+                    json!({"op": "reduce_sum_major", "params": {"shape": [b, out], "dtype": "float32"}}),
+                )?,
+                self.op(
+                    format!("{prefix}{i} dX"),
+                    KernelRole::Backward,
+                    json!({"op": "matmul", "params": {"M": b, "K": out, "N": d, "dtype": "bfloat16"}}),
+                )?,
+                self.op(
+                    format!("{prefix}{i} dW"),
+                    KernelRole::Backward,
+                    json!({"op": "matmul", "params": {"M": d, "K": b, "N": out, "dtype": "bfloat16"}}),
+                )?,
+            ];
+            // Backward runs last layer first; inside a layer in this order.
+            layer.reverse();
+            bwd.extend(layer);
+            params += d * out + out;
+            d = out;
+        }
+        Ok((d, params))
+    }
+}
+
+/// The step's TensorCore program.
+pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
+    let w = &p.w;
+    let bld = Builder {
+        p,
+        b: w.batch_per_chip(),
+    };
+    let b = bld.b;
+    let (mut fwd, mut bwd) = (Vec::new(), Vec::new());
+    let (bottom_out, bottom_params) = bld.mlp(
+        "bottom",
+        w.dense.dense_features.max(1),
+        &w.dense.bottom,
+        &mut fwd,
+        &mut bwd,
+    )?;
+    // TensorCore tables: gathered forward, scatter-added backward into a dense gradient.
+    let mut tc_params = 0u64;
+    let mut tc_rows = 0u64;
+    let mut tc_row_bytes = 0u64;
+    for t in w.tensorcore_tables() {
+        tc_params += t.vocab * t.dim;
+        tc_row_bytes = tc_row_bytes.max(t.dim * t.dtype.bytes());
+        for f in w.features.iter().filter(|f| f.table == t.name) {
+            tc_rows += b * crate::ids::max_valency(&f.valency);
+        }
+    }
+    if tc_rows > 0 {
+        fwd.push(bld.gather(
+            "tensorcore tables gather".into(),
+            KernelRole::Forward,
+            tc_rows,
+            tc_row_bytes,
+            false,
+        )?);
+    }
+    let f = w.features.len() as u64 + 1;
+    let dim = w.tables.iter().map(|t| t.dim).max().unwrap_or(1);
+    let mut tail = Vec::new();
+    let top_in = match w.dense.interaction {
+        Interaction::Dot | Interaction::DotSelf | Interaction::DotFull => {
+            fwd.push(bld.op(
+                "interaction fwd".into(),
+                KernelRole::Forward,
+                json!({"op": "batched_matmul", "params": {"B": b, "M": f, "K": dim, "N": f, "dtype": "bfloat16"}}),
+            )?);
+            let pairs = match w.dense.interaction {
+                Interaction::Dot => f * (f - 1) / 2,
+                Interaction::DotSelf => f * (f + 1) / 2,
+                _ => f * f,
+            };
+            let top_in = pairs + if w.dense.concat_dense { bottom_out } else { 0 };
+            // Gathering a triangle and concatenating is one fusion; the full matrix skips the gather.
+            fwd.push(bld.to_bf16("interaction concat".into(), KernelRole::Forward, b, top_in)?);
+            // Backward: dZ symmetrised, then dX = dZ X for every sample.
+            tail.push(bld.to_bf16("interaction bwd symmetrise".into(), KernelRole::Backward, b, f * f)?);
+            tail.push(bld.op(
+                "interaction bwd".into(),
+                KernelRole::Backward,
+                json!({"op": "batched_matmul", "params": {"B": b, "M": f, "K": f, "N": dim, "dtype": "bfloat16"}}),
+            )?);
+            top_in
+        }
+        Interaction::Dcnv2(layers) => {
+            let width = f * dim;
+            for l in 0..layers {
+                fwd.push(bld.op(
+                    format!("cross{l} fwd"),
+                    KernelRole::Forward,
+                    json!({"op": "mlp_layer", "params": {"B": b, "Din": width, "Dout": width, "dtype": "bfloat16"}}),
+                )?);
+                tail.push(bld.op(
+                    format!("cross{l} dX"),
+                    KernelRole::Backward,
+                    json!({"op": "matmul", "params": {"M": b, "K": width, "N": width, "dtype": "bfloat16"}}),
+                )?);
+                tail.push(bld.op(
+                    format!("cross{l} dW"),
+                    KernelRole::Backward,
+                    json!({"op": "matmul", "params": {"M": width, "K": b, "N": width, "dtype": "bfloat16"}}),
+                )?);
+            }
+            width
+        }
+    };
+    let cross_params = match w.dense.interaction {
+        Interaction::Dcnv2(l) => l as u64 * ((f * dim) * (f * dim) + f * dim),
+        _ => 0,
+    };
+    let mut top_bwd = Vec::new();
+    let (top_out, top_params) = bld.mlp("top", top_in, &w.dense.top, &mut fwd, &mut top_bwd)?;
+    fwd.push(bld.elementwise("loss".into(), KernelRole::Forward, b, top_out)?);
+    // Backward in reverse program order: loss, top MLP, interaction, TensorCore tables, bottom MLP.
+    bwd.reverse();
+    let mut backward = vec![bld.elementwise("loss grad".into(), KernelRole::Backward, b, top_out)?];
+    backward.extend(top_bwd.into_iter().rev());
+    backward.extend(tail);
+    let embedding_grads_ready = backward.len();
+    if tc_rows > 0 {
+        backward.push(bld.gather(
+            "tensorcore tables scatter-add".into(),
+            KernelRole::Backward,
+            tc_rows,
+            tc_row_bytes,
+            true,
+        )?);
+    }
+    backward.extend(bwd);
+
+    let parameters = bottom_params + top_params + cross_params + tc_params;
+    let grad_bytes_per = w.dense.gradient_dtype.bytes();
+    let convert = if w.dense.gradient_dtype == Dtype::Bf16 {
+        // f32 gradients read, bf16 written.
+        Some(Kernel {
+            role: KernelRole::Backward,
+            ..bld.streaming("gradients to bf16".into(), parameters, 4 + 2)
+        })
+    } else {
+        None
+    };
+    let mut update = Vec::new();
+    if p.replicas_per_chip > 1 {
+        // Replicas of one chip add their gradients before (or as part of) the chip's all-reduce.
+        update.push(bld.streaming(
+            "gradients across the chip's replicas".into(),
+            parameters,
+            3 * grad_bytes_per,
+        ));
+    }
+    // The optimizer: f32 weights and slots read and written, the gradient read.
+    let slots = w.dense.optimizer.slots();
+    update.push(bld.streaming(
+        format!("{:?} update", w.dense.optimizer).to_lowercase(),
+        parameters,
+        4 + 4 + grad_bytes_per + slots * 8,
+    ));
+    let emb_width: u64 = w
+        .features
+        .iter()
+        .map(|f| w.tables.iter().find(|t| t.name == f.table).map_or(0, |t| t.dim))
+        .sum();
+    let activation_bytes =
+        b * (emb_width + w.dense.bottom.iter().sum::<u64>() + top_in + w.dense.top.iter().sum::<u64>()) * 4 * 2;
+    Ok(DenseProgram {
+        forward: fwd,
+        backward,
+        update,
+        convert,
+        parameters,
+        gradient_bytes: parameters * grad_bytes_per,
+        activation_bytes,
+        embedding_grads_ready,
+    })
+}

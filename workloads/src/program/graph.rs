@@ -1,0 +1,508 @@
+//! Stage 3: the task graph of every step on the simulated chip's units, with typed handles. The
+//! pipelining mode decides the edges between steps; the engine decides the schedule.
+
+use std::collections::HashMap;
+
+use sim_core::engine::{Engine, EngineError, QueuePolicy, ResourceId, Task, TaskId};
+use sim_core::time::{Clock, SimTime};
+
+use super::dense::{DenseProgram, Kernel, KernelRole};
+use super::resolve::Plan;
+use super::work::RunWork;
+use crate::spec::{Pipelining, WorkloadError};
+
+/// Bytes the host sends the device per id (a COO entry: row, column, gain).
+pub const HOST_BYTES_PER_ID: u64 = sim_sparsecore::limits::hbm::COO_ENTRY_BYTES;
+
+/// What a task's time is spent on (the critical path is told in these).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
+pub enum Stage {
+    /// Host preprocessing.
+    Host,
+    /// Host-to-device transfer.
+    Pcie,
+    /// SparseCore forward (lookups).
+    ScForward,
+    /// SparseCore backward (gradient reduction and table update).
+    ScBackward,
+    /// All-to-all of embedding activations and gradients over ICI.
+    AllToAll,
+    /// All-reduce of dense gradients over ICI.
+    AllReduce,
+    /// Fixed collective costs: launch and per-hop latency.
+    CollectiveLatency,
+    /// TensorCore forward kernels.
+    TcForward,
+    /// TensorCore backward kernels.
+    TcBackward,
+    /// Gradient reduction between replicas and the optimizer update.
+    TcUpdate,
+    /// Fixed cost of each TensorCore kernel.
+    KernelLaunch,
+}
+
+impl Stage {
+    /// The JSON name.
+    pub fn key(self) -> &'static str {
+        match self {
+            Stage::Host => "host",
+            Stage::Pcie => "pcie",
+            Stage::ScForward => "sc_forward",
+            Stage::ScBackward => "sc_backward",
+            Stage::AllToAll => "all_to_all",
+            Stage::AllReduce => "all_reduce",
+            Stage::CollectiveLatency => "collective_latency",
+            Stage::TcForward => "tc_forward",
+            Stage::TcBackward => "tc_backward",
+            Stage::TcUpdate => "tc_update",
+            Stage::KernelLaunch => "kernel_launch",
+        }
+    }
+
+    /// Words for a person.
+    pub fn describe(self) -> &'static str {
+        match self {
+            Stage::Host => "host input pipeline",
+            Stage::Pcie => "host-to-device transfer",
+            Stage::ScForward => "SparseCore lookups",
+            Stage::ScBackward => "SparseCore gradient updates",
+            Stage::AllToAll => "ICI all-to-all of embeddings",
+            Stage::AllReduce => "ICI all-reduce of dense gradients",
+            Stage::CollectiveLatency => "collective latency (launch and hops)",
+            Stage::TcForward => "TensorCore forward",
+            Stage::TcBackward => "TensorCore backward",
+            Stage::TcUpdate => "dense optimizer update",
+            Stage::KernelLaunch => "TensorCore kernel launches",
+        }
+    }
+}
+
+/// The units of the simulated chip.
+#[derive(Clone, Debug)]
+pub struct Units {
+    /// Host preprocessing.
+    pub host: ResourceId,
+    /// PCIe.
+    pub pcie: ResourceId,
+    /// The TensorCore(s) of the chip.
+    pub tc: ResourceId,
+    /// Each SparseCore.
+    pub scs: Vec<ResourceId>,
+    /// HBM bandwidth.
+    pub hbm: ResourceId,
+    /// ICI bandwidth of the chip's links.
+    pub ici: ResourceId,
+}
+
+/// The tasks of one step the later stages read.
+#[derive(Clone, Copy, Debug)]
+pub struct StepTasks {
+    /// SparseCore forward may start (ids are on the device, the pipelining gate is open).
+    pub sc_fwd_start: TaskId,
+    /// SparseCore forward done.
+    pub sc_fwd_done: TaskId,
+    /// SparseCore backward done.
+    pub sc_bwd_done: TaskId,
+    /// The dense update done (the next step's TensorCore forward may start).
+    pub update_done: TaskId,
+}
+
+/// A task's role for the critical path.
+#[derive(Clone, Copy, Debug)]
+pub struct TaskInfo {
+    /// What its time is spent on.
+    pub stage: Stage,
+    /// The unit it occupies (FIFO: it may have waited for the previous task there).
+    pub unit: Option<ResourceId>,
+    /// Of its time, the fixed launch cost, ps.
+    pub launch_ps: u64,
+}
+
+/// The graph, its handles and what the critical path needs.
+pub struct StepGraph {
+    /// The engine holding the tasks.
+    pub engine: Engine,
+    /// Units.
+    pub units: Units,
+    /// Per step.
+    pub steps: Vec<StepTasks>,
+    /// Each task's predecessors.
+    pub preds: HashMap<TaskId, Vec<TaskId>>,
+    /// Each timed task's role.
+    pub info: HashMap<TaskId, TaskInfo>,
+    /// ICI bandwidth of the chip (all links), bytes/s.
+    pub ici_bytes_per_s: u64,
+    /// Kernel launch cost, TensorCore cycles.
+    pub launch_cycles: u64,
+    /// TensorCore clock, Hz.
+    pub tc_clock_hz: u64,
+    /// Fixed cost to start a collective, ns.
+    pub collective_launch_ns: u64,
+    /// Latency of one ICI hop, ns.
+    pub hop_latency_ns: u64,
+}
+
+fn err(x: EngineError) -> WorkloadError {
+    WorkloadError::Run(x.to_string())
+}
+
+impl StepGraph {
+    fn task(&mut self, t: Task, stage: Option<Stage>, launch_ps: u64) -> TaskId {
+        // Only occupied units queue (FIFO); bandwidth is shared, never waited for.
+        let unit = match t.demand {
+            sim_core::engine::Demand::Occupy { unit, .. } => Some(unit),
+            _ => None,
+        };
+        let id = self.engine.add_task(t);
+        if let Some(stage) = stage {
+            self.info.insert(id, TaskInfo { stage, unit, launch_ps });
+        }
+        id
+    }
+
+    fn dep(&mut self, a: TaskId, b: TaskId) -> Result<(), WorkloadError> {
+        self.engine.add_dep(a, b).map_err(err)?;
+        self.preds.entry(b).or_default().push(a);
+        Ok(())
+    }
+
+    fn join(&mut self, from: &[TaskId]) -> Result<TaskId, WorkloadError> {
+        let j = self.task(Task::wait(), None, 0);
+        for &f in from {
+            self.dep(f, j)?;
+        }
+        Ok(j)
+    }
+
+    /// A collective: its fixed latency, then its bytes on the chip's links (`bandwidth_ps` alone).
+    fn collective(
+        &mut self,
+        after: TaskId,
+        name: String,
+        stage: Stage,
+        t: sim_tpu::topology::CollectiveTime,
+        step: usize,
+    ) -> Result<TaskId, WorkloadError> {
+        let latency_ps =
+            (self.collective_launch_ns + self.hop_latency_ns.saturating_mul(t.latency_hops)).saturating_mul(1000);
+        let lat = self.task(
+            Task::delay(SimTime(latency_ps))
+                .name(format!("{name} latency step {step}"))
+                .category("ici_latency"),
+            Some(Stage::CollectiveLatency),
+            0,
+        );
+        // The collective alone would take bandwidth_ps on the links: its bytes at the chip's ICI rate.
+        let bytes = (t.bandwidth_ps as u128 * self.ici_bytes_per_s as u128 / 1_000_000_000_000) as u64;
+        let x = self.task(
+            Task::transfer(self.units.ici, bytes)
+                .name(format!("{name} step {step}"))
+                .category("ici")
+                .arg("step", step as i64),
+            Some(stage),
+            0,
+        );
+        self.dep(after, lat)?;
+        self.dep(lat, x)?;
+        Ok(x)
+    }
+
+    /// One SparseCore pass: its compute on the SparseCore and its HBM traffic at the tiles' DMA rate.
+    /// `names`: the compute and traffic span names; `work`: cycles, HBM bytes, of which padding.
+    fn sc_pass(
+        &mut self,
+        unit: ResourceId,
+        dma_cap: u64,
+        (sc, step): (usize, usize),
+        names: (&str, &str),
+        stage: Stage,
+        (cycles, bytes, padding): (u64, u64, u64),
+    ) -> (TaskId, TaskId) {
+        let cat = if stage == Stage::ScForward { "sc_fwd" } else { "sc_bwd" };
+        let x = self.task(
+            Task::occupy(unit, cycles)
+                .name(format!("SC{sc} {} step {step}", names.0))
+                .category(cat)
+                .arg("step", step as i64)
+                .arg("hbm_bytes", bytes as i64)
+                .arg("padding_bytes", padding as i64),
+            Some(stage),
+            0,
+        );
+        let m = self.task(
+            Task::transfer(self.units.hbm, bytes)
+                .cap(dma_cap)
+                .name(format!("SC{sc} {} step {step}", names.1))
+                .category(cat)
+                .arg("step", step as i64),
+            Some(stage),
+            0,
+        );
+        (x, m)
+    }
+
+    fn kernel(&mut self, after: TaskId, k: &Kernel, step: usize, tc_hbm_cap: u64) -> Result<TaskId, WorkloadError> {
+        let stage = match k.role {
+            KernelRole::Forward => Stage::TcForward,
+            KernelRole::Backward => Stage::TcBackward,
+            KernelRole::Update => Stage::TcUpdate,
+        };
+        let clock = self.tc_clock_hz;
+        let launch_ps = (self.launch_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
+        let cat = match k.role {
+            KernelRole::Forward => "tc_fwd",
+            KernelRole::Backward => "tc_bwd",
+            KernelRole::Update => "tc_update",
+        };
+        let c = self.task(
+            Task::occupy(self.units.tc, (k.cycles + self.launch_cycles).max(1))
+                .name(format!("{} step {step}", k.name))
+                .category(cat)
+                .arg("step", step as i64)
+                .arg("hbm_bytes", k.hbm_bytes as i64)
+                .arg("launch_cycles", self.launch_cycles as i64),
+            Some(stage),
+            launch_ps,
+        );
+        let m = self.task(
+            Task::transfer(self.units.hbm, k.hbm_bytes)
+                .cap(tc_hbm_cap)
+                .name(format!("{} HBM step {step}", k.name))
+                .category(cat)
+                .arg("step", step as i64),
+            Some(stage),
+            0,
+        );
+        self.dep(after, c)?;
+        self.dep(after, m)?;
+        self.join(&[c, m])
+    }
+}
+
+/// Builds every step's tasks.
+pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph, WorkloadError> {
+    let w = &p.w;
+    let spec = p.spec();
+    let params = p.params();
+    let sc = &p.sc;
+    let mut e = Engine::new();
+    // Spans are needed for the summary (busy and overlap fractions) even without a trace.
+    e.set_recording(true);
+    let host = e
+        .add_unit("host", "preprocess", Clock::from_mhz(1000), QueuePolicy::Fifo)
+        .map_err(err)?;
+    let pcie = e
+        .add_bandwidth("host", "PCIe", spec.host_link_bytes_per_s)
+        .map_err(err)?;
+    let tc_hz = p.model.clock_hz as u64;
+    let tc = e
+        .add_unit("chip 0", "TC", Clock { hz: tc_hz }, QueuePolicy::Fifo)
+        .map_err(err)?;
+    let scs: Vec<ResourceId> = (0..spec.sparsecores_per_chip)
+        .map(|s| {
+            e.add_unit(
+                "chip 0",
+                &format!("SC {s}"),
+                Clock { hz: sc.clock_hz },
+                QueuePolicy::Fifo,
+            )
+        })
+        .collect::<Result<_, _>>()
+        .map_err(err)?;
+    let hbm = e.add_bandwidth("chip 0", "HBM", spec.hbm_bytes_per_s).map_err(err)?;
+    let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
+    let ici = e.add_bandwidth("chip 0", "ICI", ici_bytes_per_s).map_err(err)?;
+    let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
+    let mut g = StepGraph {
+        engine: e,
+        units: Units {
+            host,
+            pcie,
+            tc,
+            scs,
+            hbm,
+            ici,
+        },
+        steps: Vec::new(),
+        preds: HashMap::new(),
+        info: HashMap::new(),
+        ici_bytes_per_s,
+        launch_cycles,
+        tc_clock_hz: tc_hz,
+        collective_launch_ns: params.ici_collective_launch_ns,
+        hop_latency_ns: params.ici_hop_latency_ns,
+    };
+    let sc_dma_cap = ((sc.tile_dma_bytes_per_cycle * sc.tiles as f64 * sc.clock_hz as f64) as u64)
+        .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
+        .max(1);
+    let tc_hbm_cap = (spec.model_hbm_bytes_per_s * p.tc_share).max(1);
+    let b = w.batch_per_chip();
+    let chips = w.chips as u64;
+    let link = spec.ici_bytes_per_s_per_link;
+    // Activations cross ICI in the tables' element size; a chip keeps 1/chips of them.
+    let a2a_bytes_per_chip = |width: u64, elem: u64| b * width * elem;
+    let do_collectives = chips > 1;
+    let groups = p.serial_groups;
+
+    for (i, sw) in work.steps.iter().enumerate() {
+        let step = i as i64;
+        let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
+        if w.xla_sparse_core_enable_id_bound_check {
+            host_ns += sw.ids * params.host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64;
+        }
+        let h = g.task(
+            Task::occupy(host, host_ns.max(1))
+                .name(format!("preprocess step {i}"))
+                .category("host")
+                .arg("step", step)
+                .arg("ids", sw.ids as i64),
+            Some(Stage::Host),
+            0,
+        );
+        let prefetch = w.host.prefetch.max(1) as usize;
+        if i >= prefetch {
+            let gate = g.steps[i - prefetch].sc_fwd_start;
+            g.dep(gate, h)?;
+        }
+        let pc = g.task(
+            Task::transfer(pcie, sw.ids * HOST_BYTES_PER_ID)
+                .name(format!("host->device step {i}"))
+                .category("pcie")
+                .arg("step", step),
+            Some(Stage::Pcie),
+            0,
+        );
+        g.dep(h, pc)?;
+        let f_start = g.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
+        g.dep(pc, f_start)?;
+        let gate = match w.pipelining {
+            Pipelining::Sequential => i.checked_sub(1),
+            Pipelining::Pipelined => i.checked_sub(2),
+        };
+        if let Some(k) = gate {
+            let d = g.steps[k].sc_bwd_done;
+            g.dep(d, f_start)?;
+        }
+        let f_done = g.task(Task::wait().name(format!("SC fwd done {i}")), None, 0);
+        let b_start = g.task(Task::wait().name(format!("SC bwd start {i}")), None, 0);
+        let b_done = g.task(Task::wait().name(format!("SC bwd done {i}")), None, 0);
+        for s in 0..g.units.scs.len() {
+            let unit = g.units.scs[s];
+            let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+            for (k, st) in p.stacks.iter().enumerate() {
+                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
+                let f = sc.forward(wk, st.dim, st.elem_bytes);
+                let bk = sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
+                let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
+                // Vector passes over the gathered rows: NaN checks (forward and backward) and
+                // quantise + dequantise (forward).
+                let lanes = if st.elem_bytes == 2 {
+                    sc.lanes_bf16
+                } else {
+                    sc.lanes_f32
+                }
+                .max(1) as u64;
+                let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
+                let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
+                let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
+                fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
+                fb += f.hbm_bytes;
+                fp += f.hbm_padding_bytes;
+                bc += bk.compute_cycles + params.sc_pass_launch_cycles * passes + nan;
+                bb += bk.hbm_bytes;
+                bp += bk.hbm_padding_bytes;
+            }
+            if p.has_sparsecore_tables() {
+                fc += params.sc_serial_barrier_cycles * (groups - 1);
+                bc += params.sc_serial_barrier_cycles * (groups - 1);
+            }
+            let (fx, fm) = g.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("fwd", "gather"),
+                Stage::ScForward,
+                (fc, fb, fp),
+            );
+            let (bx, bm) = g.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("bwd", "update"),
+                Stage::ScBackward,
+                (bc, bb, bp),
+            );
+            for t in [fx, fm] {
+                g.dep(f_start, t)?;
+                g.dep(t, f_done)?;
+            }
+            for t in [bx, bm] {
+                g.dep(b_start, t)?;
+                g.dep(t, b_done)?;
+            }
+        }
+        // One all-to-all per stack, one after another, each paying its fixed latency.
+        let a2a = |g: &mut StepGraph, after: TaskId, what: &str| -> Result<TaskId, WorkloadError> {
+            let mut prev = after;
+            if !do_collectives {
+                return Ok(prev);
+            }
+            for st in &p.stacks {
+                let t = p
+                    .slice
+                    .all_to_all(a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
+                prev = g.collective(
+                    prev,
+                    format!("all-to-all {what} {}", st.def.name),
+                    Stage::AllToAll,
+                    t,
+                    i,
+                )?;
+            }
+            Ok(prev)
+        };
+        let a2a_f = a2a(&mut g, f_done, "activations")?;
+        // TensorCore: forward after the activations and the previous step's update.
+        let mut prev = match g.steps.last() {
+            Some(last) => {
+                let u = last.update_done;
+                g.join(&[a2a_f, u])?
+            }
+            None => a2a_f,
+        };
+        for k in &dense.forward {
+            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let mut grads_ready = prev;
+        for (n, k) in dense.backward.iter().enumerate() {
+            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
+            if n + 1 == dense.embedding_grads_ready {
+                grads_ready = prev;
+            }
+        }
+        if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
+            grads_ready = prev;
+        }
+        if let Some(k) = &dense.convert {
+            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        if do_collectives {
+            let t = p.slice.all_reduce(dense.gradient_bytes, link);
+            prev = g.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
+        }
+        for k in &dense.update {
+            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let update_done = prev;
+        let a2a_b = a2a(&mut g, grads_ready, "gradients")?;
+        g.dep(a2a_b, b_start)?;
+        g.dep(f_done, b_start)?;
+        g.steps.push(StepTasks {
+            sc_fwd_start: f_start,
+            sc_fwd_done: f_done,
+            sc_bwd_done: b_done,
+            update_done,
+        });
+    }
+    Ok(g)
+}

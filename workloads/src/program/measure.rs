@@ -1,0 +1,226 @@
+//! Stage 4: what the schedule says: steady-state step time, busy and overlap fractions, and the
+//! critical path of the steady-state steps told in stages.
+
+use std::collections::{BTreeMap, HashMap};
+
+use sim_core::engine::{ResourceId, RunResult as EngineRun, TaskId};
+use sim_core::recorder::{ArgValue, Recorder, Span};
+use sim_core::summary::BusyFraction;
+
+use super::graph::{Stage, StepGraph};
+use super::resolve::Plan;
+
+/// What the run measured.
+#[derive(Debug)]
+pub struct Measured {
+    /// Per step: (SparseCore forward start, SparseCore backward end) in ps: when the step's lookups
+    /// began and its embedding updates landed.
+    pub step_times: Vec<(u64, u64)>,
+    /// Steady-state step time, ps.
+    pub step_ps: u64,
+    /// Busy fractions in the steady-state window.
+    pub busy: BusyFraction,
+    /// Each SparseCore's busy fraction.
+    pub sc_each: Vec<f64>,
+    /// TensorCore and SparseCore both busy, fraction of the window.
+    pub overlap: f64,
+    /// Critical path of the steady-state steps: time per stage per step, ps, largest first.
+    pub critical_path: Vec<(Stage, u64)>,
+    /// Spans, flows and counters.
+    pub recorder: Recorder,
+}
+
+/// Reads the run.
+pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
+    let spec = p.spec();
+    let n = g.steps.len();
+    let end_of = |i: usize| {
+        let s = &g.steps[i];
+        run.end(s.sc_bwd_done)
+            .unwrap_or_default()
+            .0
+            .max(run.end(s.update_done).unwrap_or_default().0)
+    };
+    let step_times: Vec<(u64, u64)> = (0..n)
+        .map(|i| {
+            let s = &g.steps[i];
+            (
+                run.start(s.sc_fwd_start).unwrap_or_default().0,
+                run.end(s.sc_bwd_done).unwrap_or_default().0,
+            )
+        })
+        .collect();
+    // Steady state: after warm-up steps.
+    let warm = if n > 2 { 2 } else { n.saturating_sub(1) };
+    // A step ends when both its embedding updates and its dense update have landed.
+    let (t0, t1) = if warm == 0 {
+        (0, end_of(n - 1))
+    } else {
+        (end_of(warm - 1), end_of(n - 1))
+    };
+    let steady_steps = (n - warm).max(1) as u64;
+    let step_ps = (t1 - t0) / steady_steps;
+    let window = (t0, t1.max(t0 + 1));
+    let last = &g.steps[n - 1];
+    let final_task = if run.end(last.update_done) >= run.end(last.sc_bwd_done) {
+        last.update_done
+    } else {
+        last.sc_bwd_done
+    };
+    let critical_path = critical_path(g, &run, final_task, window, steady_steps);
+    let recorder = run.recorder;
+    let span = (window.1 - window.0) as f64;
+    let busy = |pred: &dyn Fn(&Span) -> bool| union_in(&recorder.spans, pred, window) as f64 / span;
+    let sc_each: Vec<f64> = (0..spec.sparsecores_per_chip)
+        .map(|s| format!("SC {s}"))
+        .map(|t| busy(&|s: &Span| s.track.thread == t && s.category.starts_with("sc")))
+        .collect();
+    let sc_busy = if sc_each.is_empty() {
+        0.0
+    } else {
+        sc_each.iter().sum::<f64>() / sc_each.len() as f64
+    };
+    let both = intersect_in(
+        &recorder.spans,
+        &|s: &Span| s.track.thread == "TC",
+        &|s: &Span| s.track.thread.starts_with("SC "),
+        window,
+    );
+    let busy_fraction = BusyFraction {
+        tc: busy(&|s: &Span| s.track.thread == "TC"),
+        sc: sc_busy,
+        hbm: utilisation(&recorder.spans, "HBM", spec.hbm_bytes_per_s, window),
+        ici: utilisation(&recorder.spans, "ICI", g.ici_bytes_per_s, window),
+        host: busy(&|s: &Span| s.track.process == "host"),
+    };
+    Measured {
+        step_times,
+        step_ps,
+        busy: busy_fraction,
+        sc_each,
+        overlap: both as f64 / span,
+        critical_path,
+        recorder,
+    }
+}
+
+/// Walks back from `last`: a task started when its last predecessor finished, or, on a FIFO unit,
+/// when the task before it there did. The time of every task on that chain inside `window` is
+/// charged to its stage; a kernel's launch share to kernel launches.
+fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64), steps: u64) -> Vec<(Stage, u64)> {
+    // Tasks of each unit by end time, for queue waits.
+    let mut by_unit: HashMap<ResourceId, Vec<(u64, TaskId)>> = HashMap::new();
+    for (&t, info) in &g.info {
+        if let (Some(u), Some(end)) = (info.unit, run.end(t)) {
+            by_unit.entry(u).or_default().push((end.0, t));
+        }
+    }
+    for v in by_unit.values_mut() {
+        v.sort_unstable();
+    }
+    let mut total: BTreeMap<Stage, u64> = BTreeMap::new();
+    let mut cur = last;
+    // Each step back moves to a task that ends no later; the count bounds the walk.
+    for _ in 0..g.engine.task_count() + 1 {
+        let (Some(s), Some(e)) = (run.start(cur), run.end(cur)) else {
+            break;
+        };
+        let (s, e) = (s.0, e.0);
+        if let Some(info) = g.info.get(&cur) {
+            let lo = s.max(window.0);
+            let hi = e.min(window.1);
+            if hi > lo {
+                let launch = info.launch_ps.min(hi - lo);
+                *total.entry(Stage::KernelLaunch).or_default() += launch;
+                *total.entry(info.stage).or_default() += hi - lo - launch;
+            }
+        }
+        if s <= window.0 {
+            break;
+        }
+        let pred = g
+            .preds
+            .get(&cur)
+            .into_iter()
+            .flatten()
+            .filter_map(|&q| run.end(q).map(|end| (end.0, q)))
+            .filter(|&(end, _)| end == s)
+            // Prefer a timed task over a barrier at the same instant.
+            .max_by_key(|&(_, q)| g.info.contains_key(&q));
+        let next = match pred {
+            Some((_, q)) => Some(q),
+            None => g.info.get(&cur).and_then(|i| i.unit).and_then(|u| {
+                by_unit
+                    .get(&u)
+                    .and_then(|v| v.iter().find(|(end, q)| *end == s && *q != cur).map(|x| x.1))
+            }),
+        };
+        match next {
+            Some(q) => cur = q,
+            None => break,
+        }
+    }
+    let mut v: Vec<(Stage, u64)> = total.into_iter().map(|(k, t)| (k, t / steps.max(1))).collect();
+    v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));
+    v
+}
+
+/// Bytes a bandwidth track moved inside the window (pro rata for spans cut by it) over what it could move.
+fn utilisation(spans: &[Span], thread: &str, bytes_per_s: u64, window: (u64, u64)) -> f64 {
+    let moved: f64 = spans
+        .iter()
+        .filter(|s| s.track.thread == thread && s.end.0 > s.start.0)
+        .map(|s| {
+            let bytes = s
+                .args
+                .iter()
+                .find(|(k, _)| k == "bytes")
+                .and_then(|(_, v)| if let ArgValue::Int(b) = v { Some(*b) } else { None })
+                .unwrap_or(0);
+            let inside = s.end.0.min(window.1).saturating_sub(s.start.0.max(window.0));
+            bytes as f64 * inside as f64 / (s.end.0 - s.start.0) as f64
+        })
+        .sum();
+    // + 0.0: an empty float sum is -0.0.
+    moved / (bytes_per_s.max(1) as f64 * (window.1 - window.0) as f64 / 1e12) + 0.0
+}
+
+fn intervals(spans: &[Span], pred: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> Vec<(u64, u64)> {
+    let mut v: Vec<(u64, u64)> = spans
+        .iter()
+        .filter(|s| pred(s))
+        .map(|s| (s.start.0.max(window.0), s.end.0.min(window.1)))
+        .filter(|(a, b)| b > a)
+        .collect();
+    v.sort_unstable();
+    let mut merged: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in v {
+        match merged.last_mut() {
+            Some(last) if a <= last.1 => last.1 = last.1.max(b),
+            _ => merged.push((a, b)),
+        }
+    }
+    merged
+}
+
+fn union_in(spans: &[Span], pred: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> u64 {
+    intervals(spans, pred, window).iter().map(|(a, b)| b - a).sum()
+}
+
+fn intersect_in(spans: &[Span], p: &dyn Fn(&Span) -> bool, q: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> u64 {
+    let (a, b) = (intervals(spans, p, window), intervals(spans, q, window));
+    let (mut i, mut j, mut total) = (0, 0, 0);
+    while i < a.len() && j < b.len() {
+        let lo = a[i].0.max(b[j].0);
+        let hi = a[i].1.min(b[j].1);
+        if hi > lo {
+            total += hi - lo;
+        }
+        if a[i].1 < b[j].1 {
+            i += 1;
+        } else {
+            j += 1;
+        }
+    }
+    total
+}

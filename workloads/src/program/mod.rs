@@ -1,0 +1,377 @@
+//! The training-step program, in stages with data flowing one way:
+//!
+//! `resolve` (workload + chip + parameters -> [`resolve::Plan`]) -> `work` (every step's SparseCore
+//! work from the real preprocessing) and `dense` (the TensorCore kernels) -> `graph` (the task graph
+//! with typed handles; pipelining decides the edges) -> engine -> `measure` (step time, busy, critical
+//! path) -> `limits` and `memory` (verdicts per stack, HBM by the shared sizing) -> `advice` (misfits,
+//! bottleneck, straggler, warnings) -> the knob report, a function of those facts.
+//!
+//! One representative chip is simulated: all chips run the same program on their share of the
+//! batch; collectives are timed on the slice's torus.
+
+pub mod advice;
+pub mod dense;
+pub mod graph;
+pub mod limits;
+pub mod measure;
+pub mod memory;
+pub mod resolve;
+pub mod work;
+
+use std::collections::BTreeMap;
+
+use sim_core::recorder::{ArgValue, Recorder, Span};
+use sim_core::summary::{CriticalStage, FitKind, FitReason, RunSummary};
+
+pub use graph::Stage;
+pub use resolve::{sc_params, Plan};
+
+use crate::spec::{Pipelining, Workload, WorkloadError};
+
+/// Options of a run.
+#[derive(Clone, Debug, Default)]
+pub struct RunOptions {
+    /// Also train a small model on the schedule (real tables and updates).
+    pub functional: bool,
+    /// Record spans (for traces, reports, the Gantt chart).
+    pub record: bool,
+    /// Chip preset and step-parameter overrides (a chip file's JSON, or `--set chip.FIELD=VALUE`).
+    pub chip_overrides: Option<serde_json::Value>,
+    /// Ids and step work shared with other runs of a sweep (results are the same without it).
+    pub cache: Option<crate::cache::RunCache>,
+}
+
+/// What a run produced.
+#[derive(Debug)]
+pub struct RunResult {
+    /// The JSON summary.
+    pub summary: RunSummary,
+    /// Spans, flows and counters.
+    pub recorder: Recorder,
+    /// The stage that holds most of the critical path.
+    pub bottleneck_stage: Option<Stage>,
+    /// One sentence: what does not fit, then the bottleneck and what to change.
+    pub bottleneck: String,
+    /// Chip constants and step parameters used: field, value, source.
+    pub chip_constants: Vec<(String, String, String)>,
+    /// Padding per buffer: name, padded bytes, unpadded bytes.
+    pub padding_per_buffer: Vec<(String, u64, u64)>,
+    /// Per step: (SC forward start, SC backward end) in ps.
+    pub step_times: Vec<(u64, u64)>,
+    /// The SparseCore guide's knobs: name, setting, effect in this run.
+    pub knobs: Vec<(String, String, String)>,
+    /// Advice the run gives (stacking outside 5-100 tables, ids out of range, out of memory).
+    pub warnings: Vec<String>,
+    /// Peak HBM per chip by kind: what, bytes.
+    pub memory_breakdown: Vec<(String, u64)>,
+    /// Start-up time: table initialisation (host + PCIe, or on device), ps.
+    pub startup_ps: u64,
+    /// Which SparseCore partition is the straggler, and why.
+    pub straggler: String,
+    /// Functional mode with xla_sc_detect_nan: where the first NaN appeared.
+    pub nan: Option<String>,
+}
+
+/// Simulates the workload's steps and summarises them.
+pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadError> {
+    let plan = resolve::resolve(w, opts.chip_overrides.as_ref())?;
+    let work = work::run_work(&plan, opts.cache.as_ref())?;
+    let dense = dense::dense_program(&plan)?;
+    let graph = graph::build(&plan, &work, &dense)?;
+    let run = graph.engine.run().map_err(|e| WorkloadError::Run(e.to_string()))?;
+    let mut measured = measure::measure(&plan, &graph, run);
+    add_tc_phase_spans(&mut measured.recorder, &dense, plan.model.clock_hz as u64);
+    add_staleness_flows(&mut measured.recorder, w);
+    let limits = limits::check(&plan, &work);
+    let mem = memory::size(&plan, &work, &dense, &limits);
+    let reasons = advice::fit_reasons(&plan, &mem, &limits.stacks, &work);
+    let bottleneck = advice::bottleneck(&plan, &measured, &reasons);
+    let spec = plan.spec();
+    let steps = w.steps as u64;
+
+    // HBM traffic of one step (the first): SparseCore passes and TensorCore kernels.
+    let (mut hbm_bytes, mut hbm_pad) = (0u64, 0u64);
+    if let Some(sw) = work.steps.first() {
+        for s in 0..spec.sparsecores_per_chip as usize {
+            for (k, st) in plan.stacks.iter().enumerate() {
+                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
+                let f = plan.sc.forward(wk, st.dim, st.elem_bytes);
+                let b = plan.sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
+                hbm_bytes += f.hbm_bytes + b.hbm_bytes;
+                hbm_pad += f.hbm_padding_bytes + b.hbm_padding_bytes;
+            }
+        }
+    }
+    for k in dense.kernels() {
+        hbm_bytes += k.hbm_bytes;
+        hbm_pad += k.hbm_bytes - k.hbm_unpadded.min(k.hbm_bytes);
+    }
+    let step_s = measured.step_ps as f64 / 1e12;
+    let summary = RunSummary {
+        step_time_us: measured.step_ps as f64 / 1e6,
+        samples_per_s: if step_s > 0.0 {
+            w.global_batch as f64 / step_s
+        } else {
+            0.0
+        },
+        busy_fraction: measured.busy.clone(),
+        overlap_fraction: measured.overlap,
+        hbm_bytes_per_step: hbm_bytes,
+        hbm_padding_bytes_per_step: hbm_pad,
+        peak_memory_bytes: mem.peak.clone(),
+        capacity_bytes: mem.capacity.clone(),
+        fits: reasons.is_empty(),
+        fit_reasons: reasons,
+        slice: plan.slice.to_string(),
+        critical_path: measured
+            .critical_path
+            .iter()
+            .map(|(s, ps)| CriticalStage {
+                stage: s.key().to_string(),
+                us_per_step: *ps as f64 / 1e6,
+            })
+            .collect(),
+        limits: limits.stacks.clone(),
+        minibatches_per_step: work
+            .steps
+            .iter()
+            .flat_map(|s| s.minibatches.iter().copied())
+            .max()
+            .unwrap_or(1) as u64,
+        dropped_ids_per_step: work.steps.iter().map(|s| s.dropped).sum::<u64>() / steps.max(1),
+        loss: Vec::new(),
+    };
+
+    // Start-up: tables (with slots) initialised on the host and copied over PCIe (the two overlap in
+    // chunks), or written on the device at HBM bandwidth.
+    let table_bytes = mem.sparsecore.tables_bytes;
+    let on_device = w.enable_fast_table_initialization || !w.initialize_tables_on_host;
+    let startup_ps = if on_device {
+        table_bytes.saturating_mul(1_000_000) / (spec.hbm_bytes_per_s / 1_000_000).max(1)
+    } else {
+        let fill = table_bytes.saturating_mul(1_000_000)
+            / (plan.params().host_init_bytes_per_s_per_thread * w.host.threads as u64 / 1_000_000).max(1);
+        let copy = table_bytes.saturating_mul(1_000_000) / (spec.host_link_bytes_per_s / 1_000_000).max(1);
+        fill.max(copy)
+    };
+    let chip_constants = plan
+        .chip
+        .to_json()
+        .as_object()
+        .map(|o| {
+            o.iter()
+                .map(|(k, v)| {
+                    (
+                        k.clone(),
+                        v["value"].to_string(),
+                        v["source"].as_str().unwrap_or("").to_string(),
+                    )
+                })
+                .collect()
+        })
+        .unwrap_or_default();
+    let padding_per_buffer: Vec<(String, u64, u64)> = mem
+        .sparsecore
+        .tables
+        .iter()
+        .map(|(name, padded, unpadded)| {
+            let opt = plan
+                .sc_w
+                .tables
+                .iter()
+                .find(|t| &t.name == name)
+                .map_or(sim_sparsecore::model::Optimizer::Sgd, |t| t.optimizer);
+            let stack = plan
+                .stacks
+                .iter()
+                .find(|s| s.def.tables.iter().any(|t| &t.name == name))
+                .map_or("", |s| s.def.name.as_str());
+            (
+                format!("table {name} in stack {stack} (+{} slots)", opt.slots()),
+                *padded,
+                *unpadded,
+            )
+        })
+        .collect();
+    let mut result = RunResult {
+        summary,
+        recorder: measured.recorder,
+        bottleneck_stage: bottleneck.stage,
+        bottleneck: bottleneck.sentence,
+        chip_constants,
+        padding_per_buffer,
+        step_times: measured.step_times,
+        knobs: Vec::new(),
+        warnings: advice::warnings(&plan, &work, &mem),
+        memory_breakdown: mem.breakdown.clone(),
+        startup_ps,
+        straggler: advice::straggler_text(&plan, &work),
+        nan: None,
+    };
+    if opts.functional {
+        let t = crate::functional::train(w, &result.step_times)?;
+        result.summary.loss = t.losses;
+        if let Some(n) = t.nan {
+            result.summary.fits = false;
+            result.summary.fit_reasons.push(FitReason {
+                kind: FitKind::Nan,
+                message: n.clone(),
+                needed_bytes: None,
+                capacity_bytes: None,
+            });
+            result.nan = Some(n);
+        }
+    }
+    result.knobs = knob_report(&plan, &work, &mem, &limits, &result);
+    Ok(result)
+}
+
+fn knob_report(
+    plan: &Plan,
+    work: &work::RunWork,
+    mem: &memory::Memory,
+    limits: &limits::LimitsOutcome,
+    r: &RunResult,
+) -> Vec<(String, String, String)> {
+    let w = &plan.w;
+    let params = plan.params();
+    let sc_ps = |cycles: u64| plan.sc.cycles_to_ps(cycles);
+    // Per-step costs of the debug knobs on SparseCore 0 and the host (first step).
+    let (mut nan_cycles, mut quant_cycles) = (0u64, 0u64);
+    if let Some(sw) = work.steps.first() {
+        for (k, st) in plan.stacks.iter().enumerate() {
+            let wk = sw.per_stack.get(k).and_then(|v| v.first()).copied().unwrap_or_default();
+            let lanes = if st.elem_bytes == 2 {
+                plan.sc.lanes_bf16
+            } else {
+                plan.sc.lanes_f32
+            }
+            .max(1) as u64;
+            let row_pass = wk.ids * st.dim.div_ceil(lanes) / plan.sc.tiles.max(1) as u64;
+            if w.xla_sc_detect_nan {
+                nan_cycles += 2 * row_pass;
+            }
+            if w.quantization.is_some() {
+                quant_cycles += 2 * row_pass;
+            }
+        }
+    }
+    let id_check_ps = if w.xla_sparse_core_enable_id_bound_check {
+        work.steps.first().map_or(0, |s| {
+            s.ids * params.host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64 * 1000
+        })
+    } else {
+        0
+    };
+    let collective_latency_ps = if w.chips > 1 {
+        (params.ici_collective_launch_ns + params.ici_hop_latency_ns * plan.slice.diameter()) * 1000
+    } else {
+        0
+    };
+    crate::knobs::knob_report(
+        w,
+        &crate::knobs::KnobFacts {
+            summary: r.summary.clone(),
+            straggler: r.straggler.clone(),
+            padding_per_buffer: r.padding_per_buffer.clone(),
+            startup_ps: r.startup_ps,
+            nan: r.nan.clone(),
+        },
+        &crate::knobs::KnobCosts {
+            stacks: plan
+                .stacks
+                .iter()
+                .map(|s| (s.def.name.clone(), s.def.tables.len()))
+                .collect(),
+            serial_groups: plan.serial_groups,
+            sc_stack_peak: mem.sparsecore.stack_peak_bytes,
+            stack_hbm: mem.sparsecore.stack_estimates.clone(),
+            prefetched_bytes: mem.prefetched_bytes,
+            id_check_ps,
+            nan_check_ps: sc_ps(nan_cycles),
+            quantization_ps: sc_ps(quant_cycles),
+            table_ids_per_sc: work.table_ids_max.clone(),
+            out_of_range: work.out_of_range_count,
+            chip_buffer_fill: limits.chip_buffer_fill,
+            collective_latency_ps,
+        },
+    )
+}
+
+/// Trace detail: each TensorCore kernel's stages as the TensorCore model computes them, on threads
+/// labelled as model phases ("TC MXU (model)", ...) inside the kernel's span. They are not scheduled
+/// by the engine: figures are read from the "TC" thread only.
+fn add_tc_phase_spans(rec: &mut Recorder, dense: &dense::DenseProgram, clock_hz: u64) {
+    use sim_tpu::tensorcore::Unit;
+    let kernels: BTreeMap<&str, &dense::Kernel> = dense.kernels().map(|k| (k.name.as_str(), k)).collect();
+    let ps = |cycles: u64| cycles.saturating_mul(1_000_000) / (clock_hz / 1_000_000).max(1);
+    let mut extra = Vec::new();
+    for s in rec.spans.iter().filter(|s| s.track.thread == "TC") {
+        let Some(k) = s.name.rsplit_once(" step ").and_then(|(n, _)| kernels.get(n)) else {
+            continue;
+        };
+        for p in &k.phases {
+            let start = (s.start.0 + ps(p.start_cycle)).min(s.end.0);
+            let end = (start + ps(p.cycles)).min(s.end.0);
+            if end <= start {
+                continue;
+            }
+            let unit = match p.unit {
+                Unit::Mxu => "TC MXU (model)",
+                Unit::Vpu => "TC VPU (model)",
+                Unit::Hbm => "TC DMA (model)",
+                Unit::Sequencer => "TC sequencer (model)",
+            };
+            let mut args = vec![
+                ("cycles".to_string(), ArgValue::Int(p.cycles as i64)),
+                ("busy_cycles".to_string(), ArgValue::Int(p.busy_cycles as i64)),
+            ];
+            if p.bytes > 0 {
+                args.push(("bytes".to_string(), ArgValue::Int(p.bytes as i64)));
+            }
+            args.extend(s.args.iter().filter(|(k, _)| k == "step").cloned());
+            extra.push(Span {
+                track: sim_core::recorder::Track {
+                    process: s.track.process.clone(),
+                    thread: unit.to_string(),
+                },
+                name: format!("{} {} (model phase)", k.name, p.name),
+                category: "tc_model_phase".into(),
+                start: sim_core::time::SimTime(start),
+                end: sim_core::time::SimTime(end),
+                args,
+            });
+        }
+    }
+    for sp in extra {
+        rec.span(sp);
+    }
+}
+
+fn arg_step(s: &Span) -> Option<i64> {
+    s.args
+        .iter()
+        .find(|(k, _)| k == "step")
+        .and_then(|(_, v)| if let ArgValue::Int(i) = v { Some(*i) } else { None })
+}
+
+/// Flow arrows: in pipelined mode, SC backward of step i feeds SC forward of step i+2.
+fn add_staleness_flows(rec: &mut Recorder, w: &Workload) {
+    if w.pipelining != Pipelining::Pipelined {
+        return;
+    }
+    let find = |rec: &Recorder, cat: &str, step: i64| {
+        rec.spans
+            .iter()
+            .position(|s| s.track.thread == "SC 0" && s.category == cat && arg_step(s) == Some(step))
+    };
+    for i in 0..w.steps as i64 - 2 {
+        if let (Some(a), Some(b)) = (find(rec, "sc_bwd", i), find(rec, "sc_fwd", i + 2)) {
+            rec.flow(
+                sim_core::recorder::SpanId(a),
+                sim_core::recorder::SpanId(b),
+                "stale gradients (step i -> i+2)",
+            );
+        }
+    }
+}

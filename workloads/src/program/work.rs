@@ -1,0 +1,161 @@
+//! Stage 2: every step's SparseCore work from the real preprocessing of its ids, and what the limits
+//! did to it (verdicts, drops, minibatches, the straggler partition).
+
+use std::collections::BTreeMap;
+
+use sim_core::summary::RuntimeVerdict;
+use sim_sparsecore::model::ScWork;
+
+use super::resolve::Plan;
+use crate::cache::RunCache;
+use crate::ids::batch_for_step;
+use crate::spec::WorkloadError;
+use crate::stepwork::OutOfRangeId;
+
+/// One step's SparseCore work on the simulated chip.
+#[derive(Clone, Debug, Default)]
+pub struct StepWork {
+    /// [stack] -> per SparseCore work.
+    pub per_stack: Vec<Vec<ScWork>>,
+    /// [stack] -> SparseCore passes.
+    pub minibatches: Vec<u32>,
+    /// Ids dropped (sum over stacks).
+    pub dropped: u64,
+    /// Ids the host preprocesses (all SparseCore features of the chip's batch).
+    pub ids: u64,
+}
+
+/// What a stack's limits did over the run.
+#[derive(Clone, Debug, Default)]
+pub struct StackRun {
+    /// The worst run-time verdict of any step.
+    pub runtime: RuntimeVerdict,
+    /// Its reason.
+    pub message: String,
+    /// Largest ids in a partition.
+    pub observed_max_ids: u64,
+    /// Largest unique ids in a partition.
+    pub observed_max_unique: u64,
+    /// Largest padded ids of the chip in a step (against the static CSR buffer).
+    pub padded_ids_per_chip: u64,
+}
+
+/// The busiest partition over the run.
+#[derive(Clone, Debug, Default)]
+pub struct Straggler {
+    /// Global partition index.
+    pub partition: u32,
+    /// Its ids over the mean partition's.
+    pub ratio: f64,
+    /// The chip holding it.
+    pub chip: u32,
+    /// Its ids beyond noise, over all chips.
+    pub excess_ids: f64,
+    /// The hottest id at that step: table, id, samples of the chip holding it.
+    pub hottest: Option<(String, i32, u64)>,
+}
+
+/// The run's SparseCore work and limit outcomes.
+#[derive(Clone, Debug, Default)]
+pub struct RunWork {
+    /// Per step.
+    pub steps: Vec<StepWork>,
+    /// Per stack name.
+    pub stacks: BTreeMap<String, StackRun>,
+    /// The straggler.
+    pub straggler: Straggler,
+    /// First out-of-range ids (up to 8) with their step.
+    pub out_of_range: Vec<(u32, OutOfRangeId)>,
+    /// Out-of-range ids over the run.
+    pub out_of_range_count: u64,
+    /// Per table: largest ids / unique ids one SparseCore sent it in a step.
+    pub table_ids_max: BTreeMap<String, (u64, u64)>,
+}
+
+/// Preprocesses every step's ids (the bit-exact algorithm) and counts each SparseCore's work; a
+/// sweep's `cache` shares generated ids and step work between its runs.
+pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadError> {
+    let w = &p.w;
+    let mut out = RunWork::default();
+    if !p.has_sparsecore_tables() {
+        out.steps = vec![StepWork::default(); w.steps as usize];
+        return Ok(out);
+    }
+    let spec = p.spec();
+    let samples_per_sc = w.batch_per_chip() / spec.sparsecores_per_chip.max(1) as u64;
+    // Step work depends on the SparseCore workload (not on which chip) and its preprocessing spec.
+    let work_key = cache.and_then(|_| {
+        let mut sc = p.sc_w.clone();
+        sc.chip.clear();
+        serde_json::to_string(&(&sc, &p.pspec)).ok()
+    });
+    // The batch of the step with the worst straggler, for its hottest id.
+    let mut worst_batch = None;
+    for step in 0..w.steps {
+        let mut batch = match cache {
+            Some(c) => c.batch_for_step(w, step)?,
+            None => batch_for_step(w, step)?,
+        };
+        batch.retain(|name, _| p.sc_w.features.iter().any(|f| &f.name == name));
+        let mut sw = match (cache, &work_key) {
+            (Some(c), Some(key)) => {
+                (*c.step_work(key, step, || crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch))?).clone()
+            }
+            _ => crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch)?,
+        };
+        sw.stacks
+            .sort_by_key(|(n, _)| p.stacks.iter().position(|d| &d.def.name == n).unwrap_or(usize::MAX));
+        let cw = crate::stepwork::chip_work(&sw, w.chips, spec.sparsecores_per_chip, samples_per_sc);
+        let new_worst = cw.straggler.1 > out.straggler.ratio;
+        if new_worst {
+            out.straggler = Straggler {
+                partition: cw.straggler.0,
+                ratio: cw.straggler.1,
+                chip: cw.chip,
+                excess_ids: cw.excess_ids,
+                hottest: None,
+            };
+        }
+        for (t, &(i, u)) in &sw.table_ids_per_sc {
+            let e = out.table_ids_max.entry(t.clone()).or_default();
+            *e = (e.0.max(i), e.1.max(u));
+        }
+        out.out_of_range_count += sw.out_of_range_count;
+        for o in sw.out_of_range.drain(..) {
+            if out.out_of_range.len() < 8 {
+                out.out_of_range.push((step, o));
+            }
+        }
+        for (name, st) in &sw.stacks {
+            let v = out.stacks.entry(name.clone()).or_default();
+            v.observed_max_ids = v.observed_max_ids.max(st.observed_max_ids);
+            v.observed_max_unique = v.observed_max_unique.max(st.observed_max_unique);
+            v.padded_ids_per_chip = v.padded_ids_per_chip.max(st.padded_ids_per_chip);
+            if st.runtime > v.runtime || (v.message.is_empty() && st.runtime == v.runtime) {
+                v.runtime = st.runtime;
+                v.message = st.message.clone();
+            }
+        }
+        if new_worst {
+            worst_batch = Some(batch);
+        }
+        out.steps.push(StepWork {
+            per_stack: cw.per_stack,
+            minibatches: sw.stacks.iter().map(|(_, s)| s.minibatches.max(1)).collect(),
+            // Without id dropping, ids over the limits abort the step (a verdict), not drops.
+            dropped: if w.limits.allow_id_dropping {
+                sw.stacks.iter().map(|(_, s)| s.dropped).sum()
+            } else {
+                0
+            },
+            ids: sw.ids,
+        });
+    }
+    // The hottest id explains a straggler; it costs a pass over the batch, so only then, and once.
+    if out.straggler.ratio > 1.25 {
+        if let Some(b) = &worst_batch {
+            out.straggler.hottest = crate::stepwork::hottest_id(&p.sc_w, b);
+        }
+    }
+    Ok(out)
+}

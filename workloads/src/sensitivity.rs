@@ -1,0 +1,171 @@
+//! How much a run's step time hangs on the assumed constants: the workload run again with each
+//! assumed value halved and doubled (within physical bounds), and with all of them at once.
+
+use rayon::prelude::*;
+use serde::Serialize;
+use sim_tpu::chips::Chip;
+
+use crate::cache::RunCache;
+use crate::program::{simulate, RunOptions};
+use crate::spec::{Workload, WorkloadError};
+
+/// One assumption's effect.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct AssumptionEffect {
+    /// The chip field or step parameter.
+    pub name: String,
+    /// Its value in the run.
+    pub value: serde_json::Value,
+    /// Its source (starts with "assumed").
+    pub source: String,
+    /// Step time with the value halved, us.
+    pub halved_step_time_us: f64,
+    /// Step time with the value doubled (or at its physical bound), us.
+    pub doubled_step_time_us: f64,
+    /// Largest relative change of the step time either way.
+    pub swing: f64,
+}
+
+/// The sensitivity of a run (the JSON of `tpusim run --sensitivity --json`).
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Sensitivity {
+    /// Step time with every value as given, us.
+    pub step_time_us: f64,
+    /// Step time with every assumed value halved, and doubled, us (min, max of the two).
+    pub range_us: [f64; 2],
+    /// Per assumption, largest swing first.
+    pub assumptions: Vec<AssumptionEffect>,
+    /// The assumptions the answer hangs on: those that move the step time by 5% or more.
+    pub dominant: Vec<String>,
+}
+
+/// Assumed numeric values of a chip (fields whose source starts with "assumed").
+pub fn assumed_values(chip: &Chip) -> Vec<(String, serde_json::Value, String)> {
+    let json = chip.to_json();
+    let mut out = Vec::new();
+    if let Some(m) = json.as_object() {
+        for (k, v) in m {
+            let source = v["source"].as_str().unwrap_or("");
+            if source.starts_with("assumed") && v["value"].is_number() {
+                out.push((k.clone(), v["value"].clone(), source.to_string()));
+            }
+        }
+    }
+    out
+}
+
+/// The value scaled by `factor`, kept within physical bounds (a share stays at most 1; integers at
+/// least 1 when they were).
+fn scaled(name: &str, v: &serde_json::Value, factor: f64) -> serde_json::Value {
+    if let Some(u) = v.as_u64() {
+        let x = (u as f64 * factor).round() as u64;
+        serde_json::Value::from(if u > 0 { x.max(1) } else { 0 })
+    } else {
+        let f = v.as_f64().unwrap_or(0.0) * factor;
+        let bounded = if name.ends_with("_share") { f.min(1.0) } else { f };
+        serde_json::json!(bounded)
+    }
+}
+
+fn merged(base: Option<&serde_json::Value>, extra: serde_json::Map<String, serde_json::Value>) -> serde_json::Value {
+    let mut m = base.and_then(|b| b.as_object().cloned()).unwrap_or_default();
+    m.extend(extra);
+    serde_json::Value::Object(m)
+}
+
+fn step_us(w: &Workload, overrides: serde_json::Value, cache: &RunCache) -> Result<f64, WorkloadError> {
+    // Assumed constants change timing, not ids or preprocessing: the runs share both.
+    let o = RunOptions {
+        chip_overrides: Some(overrides),
+        cache: Some(cache.clone()),
+        ..Default::default()
+    };
+    Ok(simulate(w, &o)?.summary.step_time_us)
+}
+
+fn chip_of(w: &Workload, opts: &RunOptions) -> Result<Chip, WorkloadError> {
+    let chip = Chip::preset(&w.chip).map_err(|e| WorkloadError::Spec(e.to_string()))?;
+    match &opts.chip_overrides {
+        Some(o) => chip.with_overrides(o).map_err(|e| WorkloadError::Spec(e.to_string())),
+        None => Ok(chip),
+    }
+}
+
+/// Share of a run's critical path held by stages that rest on assumed constants only (kernel
+/// launches, collective latency).
+pub fn assumed_share(r: &crate::RunResult) -> f64 {
+    let total: f64 = r.summary.critical_path.iter().map(|c| c.us_per_step).sum();
+    let assumed: f64 = r
+        .summary
+        .critical_path
+        .iter()
+        .filter(|c| c.stage == "kernel_launch" || c.stage == "collective_latency")
+        .map(|c| c.us_per_step)
+        .sum();
+    assumed / total.max(1e-9)
+}
+
+/// Step times with every assumed value halved and with every one doubled, us (lower, higher).
+pub fn assumption_range(w: &Workload, opts: &RunOptions) -> Result<[f64; 2], WorkloadError> {
+    let chip = chip_of(w, opts)?;
+    let values = assumed_values(&chip);
+    let cache = opts.cache.clone().unwrap_or_default();
+    let all = |factor: f64| {
+        values
+            .iter()
+            .map(|(k, v, _)| (k.clone(), scaled(k, v, factor)))
+            .collect::<serde_json::Map<_, _>>()
+    };
+    let (a, b) = rayon::join(
+        || step_us(w, merged(opts.chip_overrides.as_ref(), all(0.5)), &cache),
+        || step_us(w, merged(opts.chip_overrides.as_ref(), all(2.0)), &cache),
+    );
+    let (a, b) = (a?, b?);
+    Ok([a.min(b), a.max(b)])
+}
+
+/// Runs the workload with each assumed value halved and doubled.
+pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, WorkloadError> {
+    let chip = chip_of(w, opts)?;
+    let cache = opts.cache.clone().unwrap_or_default();
+    let base = step_us(w, merged(opts.chip_overrides.as_ref(), Default::default()), &cache)?;
+    let values = assumed_values(&chip);
+    let mut assumptions = values
+        .par_iter()
+        .map(|(k, v, source)| {
+            let one = |factor: f64| {
+                let mut m = serde_json::Map::new();
+                m.insert(k.clone(), scaled(k, v, factor));
+                step_us(w, merged(opts.chip_overrides.as_ref(), m), &cache)
+            };
+            let (lo, hi) = (one(0.5)?, one(2.0)?);
+            let swing = ((lo - base).abs().max((hi - base).abs())) / base.max(1e-9);
+            Ok(AssumptionEffect {
+                name: k.clone(),
+                value: v.clone(),
+                source: source.clone(),
+                halved_step_time_us: lo,
+                doubled_step_time_us: hi,
+                swing,
+            })
+        })
+        .collect::<Result<Vec<_>, WorkloadError>>()?;
+    assumptions.sort_by(|a, b| b.swing.total_cmp(&a.swing).then(a.name.cmp(&b.name)));
+    let dominant = assumptions
+        .iter()
+        .filter(|a| a.swing >= 0.05)
+        .map(|a| a.name.clone())
+        .collect();
+    Ok(Sensitivity {
+        step_time_us: base,
+        range_us: assumption_range(
+            w,
+            &RunOptions {
+                cache: Some(cache.clone()),
+                ..opts.clone()
+            },
+        )?,
+        assumptions,
+        dominant,
+    })
+}
