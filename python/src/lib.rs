@@ -14,7 +14,7 @@ use serde_json::Value;
 use sim_sparsecore::preprocess::{BatchIds, FeatureIds, PreprocessSpec};
 use tpusim_api::limits::{IdsSource, LimitsSource};
 use tpusim_api::ApiError;
-use workloads::{Pipelining, RunOptions};
+use workloads::Pipelining;
 
 pyo3::create_exception!(
     tpusim,
@@ -470,14 +470,8 @@ fn run(
         let summary = py
             .allow_threads(|| -> tpusim_api::Result<Value> {
                 let w = tpusim_api::run::load_workload(&req)?;
-                let r = tpusim_api::run::simulate(
-                    &w,
-                    &RunOptions {
-                        functional,
-                        record: true,
-                        chip_overrides: None,
-                    },
-                )?;
+                let opts = tpusim_api::run::run_options(&req, None, functional)?;
+                let r = tpusim_api::run::simulate(&w, &opts)?;
                 tpusim_api::run::summary_json(&r)
             })
             .map_err(err)?;

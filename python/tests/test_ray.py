@@ -29,10 +29,12 @@ def cluster(tmp_path_factory):
     port = free_port()
     ray_cli = Path(sys.executable).parent / "ray"
     log = open(tmp_path_factory.mktemp("ray") / "head.log", "w")
+    # A loopback-only test cluster: no token authentication to set up (Ray 2.5x enables it by default).
+    env = dict(os.environ, RAY_AUTH_MODE="disabled")
     head = subprocess.Popen(
         [str(ray_cli), "start", "--head", "--block", "--num-cpus=2", f"--port={port}",
          "--node-ip-address=127.0.0.1", "--include-dashboard=false", "--disable-usage-stats"],
-        stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
+        stdout=log, stderr=subprocess.STDOUT, start_new_session=True, env=env)
     address = f"127.0.0.1:{port}"
     try:
         deadline = time.time() + 120
@@ -69,6 +71,7 @@ GRID = dict(preset="dlrm-small", chip=["v5p", "v6e"], chips=[4, 8], batch=[2048,
 
 def test_ray_sweep_equals_local_sweep(cluster, monkeypatch):
     monkeypatch.setenv("RAY_ADDRESS", cluster)
+    monkeypatch.setenv("RAY_AUTH_MODE", "disabled")
     local = tpusim.sweep(**GRID)
     remote = tpusim.sweep(**GRID, executor="ray", chunk_size=2)
     assert remote == local
