@@ -82,8 +82,21 @@ fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
     let d = std::env::temp_dir().join(format!("tpusim-sweep-shards-{}", std::process::id()));
     let _ = std::fs::remove_dir_all(&d);
     let grid = [
-        "sweep", "--preset", "dlrm-small", "--chip", "v5p,v6e", "--chips", "4,8", "--batch", "2048,4096", "--steps",
-        "2", "--target", "1e6", "-j", "2",
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4,8",
+        "--batch",
+        "2048,4096",
+        "--steps",
+        "2",
+        "--target",
+        "1e6",
+        "-j",
+        "2",
     ];
     let with = |extra: &[&str]| {
         let mut v: Vec<&str> = grid.to_vec();
@@ -98,7 +111,7 @@ fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
     for (shard, dir) in [("0/3", &a), ("1/3", &b), ("2/3", &a)] {
         let (code, out, err) = with(&["--shard", shard, "-o", dir.to_str().unwrap()]);
         assert_eq!(code, 0, "{err}");
-        assert!(out.contains(&format!("of 8 configurations")), "{out}");
+        assert!(out.contains("of 8 configurations"), "{out}");
     }
     assert!(a.join("sweep-shard-0-of-3.json").exists() && b.join("sweep-shard-1-of-3.json").exists());
     let merged = d.join("merged");
@@ -124,7 +137,13 @@ fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
     );
 
     // A missing shard, a shard given twice, shards of another sweep: exit 2, naming what is wrong.
-    let (code, _, err) = tpusim(&["sweep", "--merge", a.to_str().unwrap(), "-o", d.join("x").to_str().unwrap()]);
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        a.to_str().unwrap(),
+        "-o",
+        d.join("x").to_str().unwrap(),
+    ]);
     assert_eq!(code, 2);
     assert!(err.contains("shard(s) 1/3 missing"), "{err}");
     let (code, _, err) = tpusim(&[
@@ -140,8 +159,21 @@ fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
     assert!(err.contains("shard 1/3 is also in"), "{err}");
     let other = d.join("other");
     let (code, _, err) = tpusim(&[
-        "sweep", "--preset", "dlrm-small", "--chip", "v5p", "--chips", "4", "--batch", "1024", "--steps", "2",
-        "--shard", "1/3", "-o", other.to_str().unwrap(),
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p",
+        "--chips",
+        "4",
+        "--batch",
+        "1024",
+        "--steps",
+        "2",
+        "--shard",
+        "1/3",
+        "-o",
+        other.to_str().unwrap(),
     ]);
     assert_eq!(code, 0, "{err}");
     let (code, _, err) = tpusim(&[

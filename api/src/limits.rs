@@ -52,9 +52,7 @@ pub fn check_case(case: &CompileCase) -> crate::Result<()> {
         .iter()
         .any(|&v| v > MAX_VALUE)
     {
-        return Err(
-            anyhow::anyhow!("vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}").into(),
-        );
+        return Err(anyhow::anyhow!("vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}").into());
     }
     Ok(())
 }

@@ -127,4 +127,3 @@ fn cost_spec_inner(text: &str, chip_name: &str, chip: &ChipModel) -> anyhow::Res
     }
     tensorcore_summary(&value, chip)
 }
-

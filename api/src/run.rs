@@ -117,7 +117,11 @@ fn run_options_inner(req: &RunRequest, chip_file: Option<&Path>, functional: boo
     Ok(RunOptions {
         functional,
         record: true,
-        chip_overrides: if chip.is_empty() { None } else { Some(Value::Object(chip)) },
+        chip_overrides: if chip.is_empty() {
+            None
+        } else {
+            Some(Value::Object(chip))
+        },
         cache: None,
     })
 }

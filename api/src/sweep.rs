@@ -220,20 +220,16 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
         cost_per_hour: price * cfg.chips as f64,
         error: None,
     };
-    match w
-        .validate()
-        .map_err(anyhow::Error::from)
-        .and_then(|_| {
-            Ok(workloads::simulate(
-                &w,
-                &RunOptions {
-                    chip_overrides: plan.chip_overrides.clone(),
-                    cache: Some(cache.clone()),
-                    ..Default::default()
-                },
-            )?)
-        })
-    {
+    match w.validate().map_err(anyhow::Error::from).and_then(|_| {
+        Ok(workloads::simulate(
+            &w,
+            &RunOptions {
+                chip_overrides: plan.chip_overrides.clone(),
+                cache: Some(cache.clone()),
+                ..Default::default()
+            },
+        )?)
+    }) {
         Ok(r) => {
             let needed = |f: fn(&sim_core::summary::StackVerdict) -> u64| {
                 r.summary.limits.iter().map(f).max().unwrap_or(0).div_ceil(8) * 8

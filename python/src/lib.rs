@@ -114,7 +114,10 @@ fn spec_arg(obj: &Bound<'_, PyAny>) -> PyResult<(PreprocessSpec, String)> {
         return Ok((spec, p.display().to_string()));
     }
     let text = json_text(obj)?;
-    Ok((tpusim_api::preprocess::parse_spec(&text, "spec").map_err(err)?, "spec".into()))
+    Ok((
+        tpusim_api::preprocess::parse_spec(&text, "spec").map_err(err)?,
+        "spec".into(),
+    ))
 }
 
 /// An array as numpy sees it (lists and scalars through `numpy.asarray`, arrays unchanged).
@@ -176,13 +179,18 @@ fn row_splits_of(name: &str, obj: &Bound<'_, PyAny>) -> PyResult<Vec<usize>> {
         }
     };
     if shape.len() != 1 {
-        return Err(bad(format!("ids: array '{name}.row_splits' must be 1-D, got shape {shape:?}")));
+        return Err(bad(format!(
+            "ids: array '{name}.row_splits' must be 1-D, got shape {shape:?}"
+        )));
     }
     v.iter()
         .enumerate()
         .map(|(i, &x)| {
-            usize::try_from(x)
-                .map_err(|_| bad(format!("ids: array '{name}.row_splits': entry {i} is {x}, must not be negative")))
+            usize::try_from(x).map_err(|_| {
+                bad(format!(
+                    "ids: array '{name}.row_splits': entry {i} is {x}, must not be negative"
+                ))
+            })
         })
         .collect()
 }
@@ -247,7 +255,9 @@ fn batch_of(obj: &Bound<'_, PyAny>) -> PyResult<BatchIds> {
         };
         let (shape, values) = ids_of(key, v)?;
         if shape.len() != 1 {
-            return Err(bad(format!("ids: array '{key}' must be 1-D (ragged values), got shape {shape:?}")));
+            return Err(bad(format!(
+                "ids: array '{key}' must be 1-D (ragged values), got shape {shape:?}"
+            )));
         }
         let splits = flat
             .get(&format!("{name}.row_splits"))
@@ -295,7 +305,13 @@ fn ids_arg(obj: &Bound<'_, PyAny>) -> PyResult<IdsSource> {
 /// The facts of one XLA shape: the `tpusim layout --json` object.
 #[pyfunction]
 #[pyo3(signature = (shape, tpu=None, index=None, offset=None))]
-fn layout(py: Python<'_>, shape: &str, tpu: Option<String>, index: Option<Vec<i64>>, offset: Option<u64>) -> PyResult<PyObject> {
+fn layout(
+    py: Python<'_>,
+    shape: &str,
+    tpu: Option<String>,
+    index: Option<Vec<i64>>,
+    offset: Option<u64>,
+) -> PyResult<PyObject> {
     guard(|| {
         if let Some(c) = &tpu {
             tpusim_api::layout::check_chip(c).map_err(err)?;
@@ -430,7 +446,9 @@ fn json_text_value(obj: &Bound<'_, PyAny>) -> PyResult<String> {
 fn opt_path(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<PathBuf>> {
     match obj {
         None => Ok(None),
-        Some(o) => Ok(Some(as_path(o)?.ok_or_else(|| bad(format!("{what}: expected a path")))?)),
+        Some(o) => Ok(Some(
+            as_path(o)?.ok_or_else(|| bad(format!("{what}: expected a path")))?,
+        )),
     }
 }
 
@@ -576,8 +594,8 @@ fn sweep_configs(py: Python<'_>, plan: &str, indices: Vec<usize>, jobs: Option<u
 fn sweep_write(plan: &str, points: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>) -> PyResult<String> {
     guard(|| {
         let plan = parse_plan(plan)?;
-        let points: Vec<tpusim_api::sweep::SweepPoint> = serde_json::from_str(&json_text_value(points)?)
-            .map_err(|e| bad(format!("points: not sweep rows: {e}")))?;
+        let points: Vec<tpusim_api::sweep::SweepPoint> =
+            serde_json::from_str(&json_text_value(points)?).map_err(|e| bad(format!("points: not sweep rows: {e}")))?;
         let dir = as_path(output)?.ok_or_else(|| bad("output: expected a directory path"))?;
         tpusim_api::sweep::write_outputs(&dir, &points).map_err(err)?;
         Ok(tpusim_api::sweep::summary_text(&plan, &points))
