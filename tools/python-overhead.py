@@ -40,6 +40,30 @@ CASES = [
      lambda: cli("run", "--json", "--preset", "dlrm-criteo"), 3),
 ]
 
+# A large batch: 2,097,152 ids as numpy arrays in memory (Python) vs the same ids in an NPZ file (CLI).
+import tempfile
+
+import numpy as np
+
+BIG_SPEC = {"num_sc_per_device": 4, "local_device_count": 1, "global_device_count": 1,
+            "allow_id_dropping": True, "enable_minibatching": False,
+            "tables": [{"name": "t", "vocabulary_size": 1_000_000, "embedding_dim": 32, "combiner": "sum"}],
+            "features": [{"name": "f", "table": "t", "input_shape": [65536, 32]}]}
+BIG_IDS = {"f": np.random.default_rng(1).zipf(1.1, size=(65536, 32)).astype(np.int32) % 1_000_000}
+tmp = Path(tempfile.mkdtemp())
+(tmp / "spec.json").write_text(json.dumps(BIG_SPEC))
+np.savez(tmp / "ids.npz", **BIG_IDS)
+CASES.append(("preprocess 2M ids --stats (numpy vs NPZ)", lambda: tpusim.preprocess(BIG_SPEC, BIG_IDS, True),
+              lambda: cli("preprocess", "--json", "--stats", "--spec", tmp / "spec.json", "--ids", tmp / "ids.npz"),
+              5))
+CASES.append(("preprocess 2M ids, CSR buffers (numpy vs NPZ)", lambda: tpusim.preprocess(BIG_SPEC, BIG_IDS),
+              lambda: cli("preprocess", "--json", "--spec", tmp / "spec.json", "--ids", tmp / "ids.npz"), 3))
+CASES.append(("sweep 2 x 2 x 3 dlrm-small (sweep -o)",
+              lambda: tpusim.sweep(preset="dlrm-small", chip=["v5p", "v6e"], chips=[4, 8], batch=[4096, 8192, 16384],
+                                   output=tmp / "py"),
+              lambda: subprocess.run([CLI, "sweep", "--preset", "dlrm-small", "--chip", "v5p,v6e", "--chips", "4,8",
+                                      "--batch", "4096,8192,16384", "-o", tmp / "cli"], capture_output=True), 3))
+
 for name, py, proc, n in CASES:
     a, b = best(py, n), best(proc, n)
     print(f"{name:<40} python {a * 1e3:9.2f} ms   CLI process (incl. JSON parse) {b * 1e3:9.2f} ms   "
