@@ -182,3 +182,26 @@ fn merge_inner(dirs: &[PathBuf]) -> anyhow::Result<(SweepPlan, Vec<SweepPoint>)>
     let points = slots.into_iter().flatten().collect();
     Ok((f0.plan, points))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn shards_cover_every_configuration_once_round_robin() {
+        let shards: Vec<Vec<usize>> = (0..3).map(|i| Shard { index: i, count: 3 }.indices(8)).collect();
+        assert_eq!(shards, [vec![0, 3, 6], vec![1, 4, 7], vec![2, 5]]);
+        // More shards than configurations: the extra shards are empty, not an error.
+        assert_eq!(Shard { index: 4, count: 5 }.indices(3), Vec::<usize>::new());
+    }
+
+    #[test]
+    fn shard_text_is_i_of_n_from_zero() {
+        assert_eq!(Shard::parse("2/8").unwrap(), Shard { index: 2, count: 8 });
+        assert_eq!(Shard::parse(" 0 / 1 ").unwrap(), Shard { index: 0, count: 1 });
+        for bad in ["8/8", "1/0", "1", "a/2", "-1/2", "1/2/3"] {
+            let e = Shard::parse(bad).unwrap_err().to_string();
+            assert!(e.contains(&format!("--shard {bad}")), "{bad}: {e}");
+        }
+    }
+}
