@@ -258,6 +258,9 @@ def test_sweep_matches_cli_file_for_file(cli, tmp_path):
     # The per-configuration function, in any order, gives the same rows.
     plan = tpusim.sweep_plan(**GRID)
     assert tpusim.sweep_configs(plan, [3, 0], jobs=1) == [rows[3], rows[0]]
+    priced = tpusim.sweep(**GRID, prices={"v5p": 1.0}, jobs=1)
+    assert [r["cost_per_hour"] for r in priced[:4]] == [4.0, 4.0, 8.0, 8.0]
+    assert priced[4:] == rows[4:]
     with pytest.raises(tpusim.Error, match="configuration 8 does not exist"):
         tpusim.sweep_configs(plan, [8])
 

@@ -88,11 +88,12 @@ def run(workload: PathLike | None = None, preset: str | None = None,
 def sweep_plan(workload: PathLike | None = None, preset: str | None = None, chip: Sequence[str] | str = (),
                chips: Sequence[int] | int = (), batch: Sequence[int] | int | str = (),
                limits: PathLike | None = None, steps: int = 4,
-               overrides: Mapping[str, Any] | Sequence[str] | None = None) -> str:
+               overrides: Mapping[str, Any] | Sequence[str] | None = None,
+               prices: Mapping[str, float] | None = None) -> str:
     """The plan of a sweep (JSON text): the workload and every configuration in a fixed order.
     Pass it with configuration indices to :func:`sweep_configs`, anywhere ``tpusim`` is installed."""
     return _native.sweep_plan(workload, preset, _seq(chip), _seq(chips), _batches(batch), limits, steps,
-                              overrides)
+                              overrides, None, None if prices is None else dict(prices))
 
 
 def sweep_configs(plan: str, indices: Iterable[int], jobs: int | None = None) -> list[dict]:
@@ -111,17 +112,19 @@ def sweep(workload: PathLike | None = None, preset: str | None = None, chip: Seq
           chips: Sequence[int] | int = (), batch: Sequence[int] | int | str = (),
           limits: PathLike | None = None, executor: str | None = None, *, steps: int = 4,
           overrides: Mapping[str, Any] | Sequence[str] | None = None, jobs: int | None = None,
-          chunk_size: int | None = None, output: PathLike | None = None) -> list[dict]:
+          chunk_size: int | None = None, output: PathLike | None = None,
+          prices: Mapping[str, float] | None = None) -> list[dict]:
     """A capacity sweep over ``chip`` x ``chips`` x ``batch``: the rows of ``tpusim sweep``'s
     ``sweep.json`` (chip, chips, batch, step_time_us, samples_per_s, fits, bottleneck,
     needed_max_ids, needed_max_unique_ids, cost_per_hour, error), in configuration order.
 
-    ``batch`` is a list, an int or ``"4096..65536x2"``. ``executor=None`` runs on this machine's
+    ``batch`` is a list, an int or ``"4096..65536x2"``; ``prices`` per chip-hour override the assumed
+    ones in ``cost_per_hour`` (``--price``); ``overrides`` are ``--set`` keys for every configuration. ``executor=None`` runs on this machine's
     cores (``jobs`` threads); ``executor="ray"`` runs each chunk of ``chunk_size`` configurations as
     a Ray task on the cluster ``ray.init(address="auto")`` (or ``RAY_ADDRESS``) finds, else on a local
     one. Both give the same rows in the same order. ``output`` also writes the CLI's files there.
     """
-    plan = sweep_plan(workload, preset, chip, chips, batch, limits, steps, overrides)
+    plan = sweep_plan(workload, preset, chip, chips, batch, limits, steps, overrides, prices)
     n = _native.sweep_len(plan)
     if executor is None or executor == "local":
         rows = sweep_configs(plan, range(n), jobs)
