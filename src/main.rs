@@ -25,6 +25,8 @@ enum Command {
     Limits(cmd::limits::Args),
     /// Chip presets and their sources.
     Chips(cmd::chips::Args),
+    /// Cost an XLA HLO module (e.g. from jax) on a chip: op profile, bytes, HBM fit, what-ifs.
+    Hlo(cmd::hlo::Args),
     /// Cost of one TensorCore or SparseCore op on a chip.
     Op(cmd::op::Args),
     /// Kernel selection for a small op graph: formats, precisions and the conversions inserted.
@@ -57,6 +59,7 @@ fn main() -> ExitCode {
         Command::Preprocess(a) => cmd::preprocess::run(a),
         Command::Limits(a) => cmd::limits::run(a),
         Command::Chips(a) => cmd::chips::run(a),
+        Command::Hlo(a) => cmd::hlo::run(a),
         Command::Op(a) => cmd::op::run(a),
         Command::Select(a) => cmd::select::run(a),
         Command::Systolic(a) => cmd::systolic::run(a),

@@ -6,6 +6,7 @@
 //! model of its own. Functions take typed inputs (paths, parsed specs, id batches) and return typed
 //! results or `serde_json` values in the CLI's schema.
 
+pub mod hlo;
 pub mod layout;
 pub mod limits;
 pub mod op;

@@ -452,6 +452,19 @@ fn opt_path(obj: Option<&Bound<'_, PyAny>>, what: &str) -> PyResult<Option<PathB
     }
 }
 
+/// The cost of an HLO module on a chip: the `tpusim hlo --json` report. `sets` are
+/// `chip.FIELD=VALUE` what-if values; `origin` names the module in errors.
+#[pyfunction]
+#[pyo3(signature = (text, chip, sets=Vec::new(), origin="hlo".to_string()))]
+fn hlo(py: Python<'_>, text: String, chip: String, sets: Vec<String>, origin: String) -> PyResult<PyObject> {
+    guard(|| {
+        let v = py
+            .allow_threads(|| tpusim_api::hlo::hlo_json(&text, &origin, &chip, &sets))
+            .map_err(err)?;
+        to_py(py, &v)
+    })
+}
+
 /// Simulates a workload: the `tpusim run --json` summary.
 #[pyfunction]
 #[pyo3(signature = (workload=None, preset=None, overrides=None, functional=false, chip=None, chips=None, batch=None, steps=None, pipelining=None))]
@@ -613,6 +626,7 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(validate, m)?)?;
     m.add_function(wrap_pyfunction!(op, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
+    m.add_function(wrap_pyfunction!(hlo, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_len, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_configs, m)?)?;

@@ -6,7 +6,7 @@ import numpy as np
 import pytest
 
 import tpusim
-from conftest import IDS, IDS_HOT, LIMITS, SPEC, cli_error, same_json
+from conftest import IDS, IDS_HOT, LIMITS, ROOT, SPEC, cli_error, same_json
 
 
 def test_error_is_a_value_error():
@@ -229,8 +229,6 @@ def test_run_matches_cli(cli_json):
 
 
 def test_run_workload_file_and_errors(cli, cli_json):
-    from conftest import ROOT
-
     wl = ROOT / "testdata" / "workloads" / "npz-example.toml"
     assert same_json(tpusim.run(wl, steps=2), cli_json("run", "--json", wl, "--steps", "2"))
     code, _, err = cli("run", "--preset", "dlrm-small", "--set", "no_such_knob=1")
@@ -278,3 +276,44 @@ def test_sweep_frame_and_errors():
         tpusim.sweep(preset="dlrm-small", chip=["v5p"], chips=[4], batch=[1024], executor="slurm")
     with pytest.raises(tpusim.Error, match="FACTOR"):
         tpusim.sweep(preset="dlrm-small", chip=["v5p"], chips=[4], batch="4096..1024")
+
+
+HLO = sorted((ROOT / "testdata" / "hlo").glob("*.hlo.txt"))
+
+
+@pytest.mark.parametrize("path", HLO[:3], ids=lambda p: p.name)
+def test_hlo_matches_cli(cli_json, path):
+    expected = cli_json("hlo", "--json", "--chip", "v5e", path)
+    assert same_json(tpusim.hlo(path, "v5e"), expected)
+    assert same_json(tpusim.hlo(str(path), "v5e"), expected)
+    # Text, and an object with as_text(dialect=...) as jax.stages.Lowered has: same numbers, origin "hlo".
+    text = path.read_text()
+
+    class Lowered:
+        def as_text(self, dialect="stablehlo"):
+            assert dialect == "hlo"
+            return text
+
+    assert same_json(tpusim.hlo(text, "v5e"), expected)
+    assert same_json(tpusim.hlo(Lowered(), "v5e"), expected)
+    what_if = cli_json("hlo", "--json", "--chip", "v6e", "--set", "chip.hbm_bytes_per_s=3.2e12", path)
+    assert same_json(tpusim.hlo(path, "v6e", overrides={"hbm_bytes_per_s": 3.2e12}), what_if)
+    assert same_json(tpusim.hlo(path, "v6e", overrides=["chip.hbm_bytes_per_s=3.2e12"]), what_if)
+
+
+def test_hlo_errors(cli, tmp_path):
+    bad = tmp_path / "bad.hlo.txt"
+    bad.write_text("HloModule m\n\nENTRY e {\n  p = f32[4 parameter(0)\n}\n")
+    code, _, err = cli("hlo", "--chip", "v5e", bad)
+    assert code == 2
+    with pytest.raises(tpusim.Error) as e:
+        tpusim.hlo(bad, "v5e")
+    assert str(e.value) == cli_error(err)
+    code, _, err = cli("hlo", "--chip", "v5e", "--set", "hbm_bytes_per_s=1", HLO[0])
+    with pytest.raises(tpusim.Error) as e:
+        tpusim.hlo(HLO[0], "v5e", overrides=["hbm_bytes_per_s=1"])
+    assert str(e.value) == cli_error(err)
+    with pytest.raises(tpusim.Error, match="reading"):
+        tpusim.hlo(tmp_path / "missing.hlo.txt", "v5e")
+    with pytest.raises(tpusim.Error, match="option --chip"):
+        tpusim.hlo(HLO[0], "v99")

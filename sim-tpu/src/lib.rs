@@ -6,9 +6,11 @@
 //! - [`tiling`]: the layout the XLA TPU compiler gives an array.
 //! - [`tensorcore`]: the TensorCore cost model (VMEM windows, MXU, VPU, DMA), calibrated against the compiler.
 //! - [`select`]: kernel selection (formats and precisions) with conversion costs.
+//! - [`hlo`]: whole XLA HLO modules: reader, TPU layouts and bytes, kernels the compiler would emit, cost.
 //! - [`systolic`]: SCALE-Sim-compatible systolic-array cycle counts.
 
 pub mod chips;
+pub mod hlo;
 pub mod params;
 pub mod select;
 pub mod systolic;

@@ -11,6 +11,7 @@ library. Errors raise :class:`tpusim.Error` (a ``ValueError``) with the CLI's me
 
 from __future__ import annotations
 
+import json
 import os
 from typing import Any, Iterable, Mapping, Sequence, Union
 
@@ -25,6 +26,7 @@ __all__ = [
     "preprocess",
     "limits",
     "op",
+    "hlo",
     "run",
     "sweep",
     "sweep_frame",
@@ -70,6 +72,46 @@ def op(spec: Mapping[str, Any] | str, chip: str) -> dict:
     (the compiler calibration schema) or its JSON text.
     """
     return _native.op(spec, chip)
+
+
+def hlo(text_or_path: Any, chip: str, overrides: Mapping[str, Any] | Sequence[str] | None = None) -> dict:
+    """The cost of a JAX program's HLO module on a chip: ``tpusim hlo --json``.
+
+    ``text_or_path`` is HLO text, the path of an HLO text file, or an object with an ``as_text``
+    method such as a ``jax.stages.Lowered`` (``jax.jit(f).lower(x)``; its HLO dialect is used).
+    ``overrides`` are what-if chip values: ``{"hbm_bytes_per_s": 3.2e12}`` or
+    ``["chip.hbm_bytes_per_s=3.2e12"]``.
+    """
+    origin = "hlo"
+    if hasattr(text_or_path, "as_text"):
+        try:
+            text = text_or_path.as_text(dialect="hlo")
+        except TypeError:
+            text = text_or_path.as_text()
+    elif isinstance(text_or_path, os.PathLike) or (
+            isinstance(text_or_path, str) and "\n" not in text_or_path and "HloModule" not in text_or_path):
+        origin = os.fspath(text_or_path)
+        try:
+            with open(origin, "rb") as f:
+                data = f.read()
+        except OSError as e:
+            raise Error(f"reading {origin}: {e.strerror or e}") from None
+        try:
+            text = data.decode("utf-8")
+        except UnicodeDecodeError:
+            raise Error(f"{origin}: not UTF-8 text") from None
+    elif isinstance(text_or_path, str):
+        text = text_or_path
+    else:
+        raise Error(f"hlo: expected HLO text, a path or an object with as_text(), got {type(text_or_path).__name__}")
+    if overrides is None:
+        sets = []
+    elif isinstance(overrides, Mapping):
+        sets = [f"{k if k.startswith('chip.') else 'chip.' + k}={v if isinstance(v, str) else json.dumps(v)}"
+                for k, v in overrides.items()]
+    else:
+        sets = list(overrides)
+    return _native.hlo(text, chip, sets, origin)
 
 
 def run(workload: PathLike | None = None, preset: str | None = None,

@@ -1,0 +1,123 @@
+//! Sizes under the layouts the TPU compiler gives arrays: every array without a tiled layout gets
+//! [`crate::tiling::tpu_layout`]; a tiled layout (an optimized module) is taken as written.
+//!
+//! `argument_bytes` = the parameters' padded sizes; `output_bytes` = the outputs' padded sizes plus, for a tuple
+//! result, the tuple's index table: 512 B on v4 and v5e, 4 B per element rounded up to 32 B on v5p, v6e and tpu7x
+//! (read off `memory_analysis` of all 120 calibration records).
+
+use std::cell::RefCell;
+use std::collections::HashMap;
+
+use sim_core::layout::{ArrayShape, Geometry, PrimitiveType, Shape};
+
+use super::HloError;
+use crate::tiling::tpu_layout;
+
+/// Padded and logical sizes of arrays on one chip, memoised by (type, dims).
+#[derive(Debug)]
+pub struct Sizer {
+    chip: &'static str,
+    cache: RefCell<HashMap<(PrimitiveType, Vec<i64>), ArraySize>>,
+}
+
+/// Sizes of one array.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub struct ArraySize {
+    /// Bytes in the tiled layout (XLA's ArraySize).
+    pub padded_bytes: u64,
+    /// Bytes of the logical elements.
+    pub logical_bytes: u64,
+    /// Padded element count.
+    pub padded_elements: u64,
+}
+
+impl Sizer {
+    /// A sizer for `chip` (a preset name).
+    pub fn new(chip: &str) -> Result<Sizer, HloError> {
+        let chip = crate::tiling::normalize_chip(chip).map_err(|e| HloError::Unsupported(e.to_string()))?;
+        Ok(Sizer {
+            chip,
+            cache: RefCell::new(HashMap::new()),
+        })
+    }
+
+    /// The chip's preset name.
+    pub fn chip(&self) -> &'static str {
+        self.chip
+    }
+
+    /// Sizes of an array shape.
+    pub fn array(&self, a: &ArrayShape) -> Result<ArraySize, HloError> {
+        let dims: Vec<i64> = a
+            .dims
+            .iter()
+            .map(|d| {
+                d.upper_bound()
+                    .ok_or_else(|| HloError::Unsupported(format!("unbounded dynamic dimension in `{a}`")))
+            })
+            .collect::<Result<_, _>>()?;
+        let tiled = a.layout.as_ref().is_some_and(|l| !l.tiles.is_empty());
+        if !tiled {
+            if let Some(s) = self.cache.borrow().get(&(a.element_type, dims.clone())) {
+                return Ok(*s);
+            }
+        }
+        let laid = if tiled {
+            a.clone()
+        } else {
+            match tpu_layout(a.element_type, &dims, self.chip).map_err(|e| HloError::Unsupported(e.to_string()))? {
+                Shape::Array(x) => x,
+                _ => return Err(HloError::Unsupported(format!("no TPU layout for `{a}`"))),
+            }
+        };
+        let g = Geometry::of(&laid).map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?;
+        let size = ArraySize {
+            padded_bytes: g
+                .padded_bytes()
+                .map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
+            logical_bytes: g
+                .unpadded_bytes()
+                .map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
+            padded_elements: g.padded_elements,
+        };
+        if !tiled {
+            self.cache.borrow_mut().insert((a.element_type, dims), size);
+        }
+        Ok(size)
+    }
+
+    /// Sizes summed over a shape's arrays (tuples element-wise, no index table; tokens are empty).
+    pub fn shape(&self, s: &Shape) -> Result<ArraySize, HloError> {
+        match s {
+            Shape::Array(a) => self.array(a),
+            Shape::Tuple(elems) => {
+                let mut t = ArraySize::default();
+                for e in elems {
+                    let x = self.shape(e)?;
+                    t.padded_bytes = t.padded_bytes.saturating_add(x.padded_bytes);
+                    t.logical_bytes = t.logical_bytes.saturating_add(x.logical_bytes);
+                    t.padded_elements = t.padded_elements.saturating_add(x.padded_elements);
+                }
+                Ok(t)
+            }
+            Shape::Token | Shape::Opaque => Ok(ArraySize::default()),
+        }
+    }
+
+    /// Bytes of a tuple's index table on this chip.
+    pub fn tuple_table_bytes(&self, elements: usize) -> u64 {
+        match self.chip {
+            "v4" | "v5e" => 512,
+            _ => (4 * elements as u64).div_ceil(32) * 32,
+        }
+    }
+
+    /// Bytes of an entry result: arrays plus, for a tuple, its index table.
+    pub fn result_bytes(&self, s: &Shape) -> Result<u64, HloError> {
+        let arrays = self.shape(s)?.padded_bytes;
+        Ok(match s {
+            Shape::Tuple(e) => arrays.saturating_add(self.tuple_table_bytes(e.len())),
+            _ => arrays,
+        })
+    }
+}

@@ -1,0 +1,699 @@
+//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu`]: passes on
+//! padded tiles, DMA of windows, epilogue), VPU kernels at its per-class rates on padded elements, HBM traffic on
+//! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
+//!
+//! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
+//! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
+//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a single VPU op is timed by the TensorCore op model itself.
+
+use std::collections::{BTreeMap, BTreeSet, HashMap};
+
+use serde::Serialize;
+use sim_core::layout::{PrimitiveType, Shape};
+
+use super::bytes::Sizer;
+use super::fusion::{group, Group, KernelKind};
+use super::graph::{Graph, Node};
+use super::ops::OpClass;
+use super::{HloError, HloModule};
+use crate::tensorcore::cost::plan_mxu;
+use crate::tensorcore::cost::time_kernel;
+use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
+use crate::tensorcore::{Bound, ChipModel, Dtype};
+
+/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file, fitted by
+/// `cargo run --release -p sim-tpu --example hlo_fit` on the `fit` split of testdata/hlo/programs.json only).
+#[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HloParams {
+    /// Chip preset name.
+    pub name: String,
+    /// HBM bytes per cycle of the compiler's cost model: `model_hbm_bytes_per_s / model_clock` of the preset
+    /// (not fitted; reference/chips.md).
+    pub hbm_bytes_per_cycle: f64,
+    /// VPU cycles per 1024 padded elements of one fused elementwise op or reduction input (fitted).
+    pub fused_op_cycles: f64,
+    /// Cycles per 1024 padded elements of a loop or reduce fusion's largest array: the per-iteration cost of
+    /// the compiler's loop pipeline (fitted).
+    pub loop_block_cycles: f64,
+    /// Bytes of intermediate buffers the compiler keeps in VMEM instead of HBM (buffers are placed first come,
+    /// first served while they fit; fitted, at most the chip's VMEM).
+    pub vmem_temp_bytes: u64,
+    /// Factor (0..=1) on the TensorCore model's matmul epilogue rates (`mm_out_*`, `mm_acc_32bit`, fitted on
+    /// standalone ops whose results go to HBM): inside a program most matmul results stay in VMEM for the next
+    /// kernel (fitted).
+    pub mxu_epilogue_factor: f64,
+    /// Factor (0.2..=1) on the op model's fixed launch cycles (`launch_cycles`, `mxu_launch_cycles`): kernels of
+    /// one program overlap their prologue with the previous kernel (fitted).
+    pub launch_factor: f64,
+}
+
+/// The embedded constants of every calibrated chip.
+pub fn hlo_params() -> Vec<HloParams> {
+    // Checked by a unit test, so this cannot fail in a released binary.
+    serde_json::from_str(include_str!("calibration.json")).expect("embedded hlo calibration.json is valid")
+}
+
+/// The cost of one kernel.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct KernelCost {
+    /// Kernel name: the instruction that anchors it (its dot, reduce, or last op).
+    pub name: String,
+    /// Loop, reduce, MXU or unmodelled.
+    pub kind: KernelKind,
+    /// Instructions it computes (program order; a fused op recomputed by several kernels is listed in each).
+    pub instructions: Vec<String>,
+    /// Cycles.
+    pub cycles: u64,
+    /// Start cycle in the sequential kernel order.
+    pub start_cycle: u64,
+    /// What limits it.
+    pub bound_by: Bound,
+    /// Nominal FLOPs (2 per multiply-add on the MXU; one per element for elementwise ops and reductions).
+    pub flops: u64,
+    /// HBM bytes read and written, on padded (tiled) sizes.
+    pub hbm_bytes: u64,
+    /// HBM bytes on logical sizes.
+    pub hbm_unpadded_bytes: u64,
+    /// `hbm_bytes - hbm_unpadded_bytes`: traffic spent on tile padding.
+    pub padding_bytes: u64,
+    /// Peak VMEM of its windows.
+    pub vmem_bytes: u64,
+}
+
+/// The cost of one execution of a module's entry computation on one chip.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ModuleCost {
+    /// Chip preset name.
+    pub chip: String,
+    /// TensorCore cycles (the sum over kernels, run one after another).
+    pub total_cycles: u64,
+    /// Microseconds at the chip's clock.
+    pub time_us: f64,
+    /// Parameters' padded bytes.
+    pub argument_bytes: u64,
+    /// Outputs' padded bytes plus a tuple's index table.
+    pub output_bytes: u64,
+    /// Peak bytes of intermediate buffers live at once in the kernel order.
+    pub temp_bytes: u64,
+    /// Kernels in execution order.
+    pub kernels: Vec<KernelCost>,
+    /// Opcodes costed by the conservative rule, with their instruction counts.
+    pub unmodelled: BTreeMap<String, u64>,
+}
+
+impl ModuleCost {
+    /// Bytes the program needs in HBM at once: arguments, outputs and temporaries.
+    pub fn footprint_bytes(&self) -> u64 {
+        self.argument_bytes
+            .saturating_add(self.output_bytes)
+            .saturating_add(self.temp_bytes)
+    }
+
+    /// Whether the footprint fits `hbm_bytes`.
+    pub fn fits(&self, hbm_bytes: u64) -> bool {
+        self.footprint_bytes() <= hbm_bytes
+    }
+
+    /// The kernel sequence as a Chrome trace (one `X` event per kernel, one thread per kernel kind).
+    pub fn chrome_trace(&self, clock_hz: f64) -> serde_json::Value {
+        let us = |c: u64| c as f64 * 1e6 / clock_hz;
+        let tid = |k: KernelKind| match k {
+            KernelKind::Mxu => 1,
+            KernelKind::Loop => 2,
+            KernelKind::Reduce => 3,
+            KernelKind::Unmodelled => 4,
+        };
+        let mut events = vec![
+            serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}}),
+        ];
+        for (name, t) in [
+            ("MXU fusions", 1),
+            ("loop fusions", 2),
+            ("reduce fusions", 3),
+            ("unmodelled", 4),
+        ] {
+            events.push(serde_json::json!({"ph":"M","name":"thread_name","pid":0,"tid":t,"args":{"name":name}}));
+        }
+        for k in &self.kernels {
+            events.push(serde_json::json!({
+                "ph": "X", "pid": 0, "tid": tid(k.kind), "name": k.name,
+                "ts": us(k.start_cycle), "dur": us(k.cycles),
+                "args": {"cycles": k.cycles, "bound_by": k.bound_by, "flops": k.flops, "hbm_bytes": k.hbm_bytes,
+                         "padding_bytes": k.padding_bytes, "instructions": k.instructions.len()}
+            }));
+        }
+        serde_json::json!({"traceEvents": events, "displayTimeUnit": "ns"})
+    }
+}
+
+/// Element type of a dot/convolution operand, for the MXU model.
+fn dtype_of(p: PrimitiveType) -> Dtype {
+    match p.name() {
+        "bf16" => Dtype::Bfloat16,
+        "f16" => Dtype::Float16,
+        "s8" | "u8" | "s4" | "u4" => Dtype::Int8,
+        "f8e4m3fn" | "f8e4m3" | "f8e4m3fnuz" | "f8e4m3b11fnuz" => Dtype::Float8E4m3fn,
+        "f8e5m2" | "f8e5m2fnuz" => Dtype::Float8E5m2,
+        "s32" | "u32" => Dtype::Int32,
+        _ => Dtype::Float32,
+    }
+}
+
+fn dims_of(s: &Shape) -> Vec<u64> {
+    match s {
+        Shape::Array(a) => a
+            .dims
+            .iter()
+            .map(|d| d.upper_bound().unwrap_or(0).max(0) as u64)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+fn elements(s: &Shape) -> u64 {
+    match s {
+        Shape::Array(_) => dims_of(s).iter().fold(1u64, |a, &d| a.saturating_mul(d)),
+        Shape::Tuple(e) => e.iter().map(elements).fold(0u64, |a, x| a.saturating_add(x)),
+        _ => 0,
+    }
+}
+
+fn bits_of(s: &Shape) -> u64 {
+    match s {
+        Shape::Array(a) => a.element_type.bit_width() as u64,
+        Shape::Tuple(e) => e.first().map_or(32, bits_of),
+        _ => 32,
+    }
+}
+
+fn prod(dims: &[u64], idx: &[usize]) -> u64 {
+    idx.iter()
+        .map(|&i| dims.get(i).copied().unwrap_or(1))
+        .fold(1u64, |a, d| a.saturating_mul(d))
+}
+
+/// The MXU work of a dot or convolution node, and its FLOPs.
+fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
+    let lhs = &g.nodes[*node.operands.first()?];
+    let rhs = &g.nodes[*node.operands.get(1)?];
+    let ld = dims_of(&lhs.ins.shape);
+    let rd = dims_of(&rhs.ins.shape);
+    let dtype = match &lhs.ins.shape {
+        Shape::Array(a) => dtype_of(a.element_type),
+        _ => return None,
+    };
+    let out_bits = bits_of(&node.ins.shape);
+    let to_idx = |v: Option<Vec<i64>>| -> Vec<usize> {
+        v.unwrap_or_default()
+            .into_iter()
+            .filter(|&x| x >= 0)
+            .map(|x| x as usize)
+            .collect()
+    };
+    if node.class == OpClass::Dot {
+        let lb = to_idx(node.ins.int_list("lhs_batch_dims"));
+        let lc = to_idx(node.ins.int_list("lhs_contracting_dims"));
+        let rb = to_idx(node.ins.int_list("rhs_batch_dims"));
+        let rc = to_idx(node.ins.int_list("rhs_contracting_dims"));
+        let batch = prod(&ld, &lb);
+        let k = prod(&ld, &lc);
+        let lfree: Vec<usize> = (0..ld.len()).filter(|i| !lb.contains(i) && !lc.contains(i)).collect();
+        let rfree: Vec<usize> = (0..rd.len()).filter(|i| !rb.contains(i) && !rc.contains(i)).collect();
+        let m = prod(&ld, &lfree);
+        let n = prod(&rd, &rfree);
+        let flops = 2u64
+            .saturating_mul(batch)
+            .saturating_mul(m)
+            .saturating_mul(k)
+            .saturating_mul(n);
+        return Some((
+            MxuWork {
+                batch: batch.max(1),
+                m: m.max(1),
+                k: k.max(1),
+                n: n.max(1),
+                taps_h: 1,
+                taps_w: 1,
+                dtype,
+                out_bits,
+                conv: false,
+            },
+            flops,
+        ));
+    }
+    // Convolution: dim_labels like `b01f_01io->b01f`; window `size=3x3 ...`.
+    let labels = node.ins.attr("dim_labels")?;
+    let (lhs_l, rest) = labels.split_once('_')?;
+    let (rhs_l, out_l) = rest.split_once("->")?;
+    let pos = |l: &str, c: char| l.find(c);
+    let od = dims_of(&node.ins.shape);
+    let groups = node
+        .ins
+        .attr("feature_group_count")
+        .and_then(|v| v.parse::<u64>().ok())
+        .unwrap_or(1)
+        .max(1);
+    let nb = ld.get(pos(lhs_l, 'b')?).copied()?;
+    let cin = ld.get(pos(lhs_l, 'f')?).copied()? / groups;
+    let cout = rd.get(pos(rhs_l, 'o')?).copied()?;
+    let spatial_out: u64 = out_l
+        .char_indices()
+        .filter(|(_, c)| c.is_ascii_digit())
+        .map(|(i, _)| od.get(i).copied().unwrap_or(1))
+        .fold(1u64, |a, d| a.saturating_mul(d));
+    let taps: Vec<u64> = rhs_l
+        .char_indices()
+        .filter(|(_, c)| c.is_ascii_digit())
+        .map(|(i, _)| rd.get(i).copied().unwrap_or(1))
+        .collect();
+    // With an input dilation, only every lhs_dilate-th tap of the window meets a real input element (XLA writes
+    // batched matmuls as convolutions with window size = lhs_dilate: one real tap per batch position).
+    let dilate: Vec<u64> = node
+        .ins
+        .attr("window")
+        .and_then(|w| w.split_whitespace().find_map(|f| f.strip_prefix("lhs_dilate=")))
+        .map(|d| {
+            d.trim_end_matches('}')
+                .split('x')
+                .map(|x| x.parse().unwrap_or(1))
+                .collect()
+        })
+        .unwrap_or_default();
+    let taps: Vec<u64> = taps
+        .iter()
+        .enumerate()
+        .map(|(i, &t)| t.div_ceil(dilate.get(i).copied().unwrap_or(1).max(1)))
+        .collect();
+    let taps_h = taps.first().copied().unwrap_or(1).max(1);
+    let taps_w = taps.iter().skip(1).fold(1u64, |a, &d| a.saturating_mul(d)).max(1);
+    let m = nb.saturating_mul(spatial_out);
+    let flops = 2u64
+        .saturating_mul(m)
+        .saturating_mul(taps_h * taps_w)
+        .saturating_mul(cin)
+        .saturating_mul(cout);
+    Some((
+        MxuWork {
+            batch: 1,
+            m: m.max(1),
+            k: cin.max(1),
+            n: cout.max(1),
+            taps_h,
+            taps_w,
+            dtype,
+            out_bits,
+            conv: true,
+        },
+        flops,
+    ))
+}
+
+/// VPU work of one fused node: (op blocks, largest array blocks) in 1024 padded elements, and nominal FLOPs.
+/// Cheap elementwise ops ride along in the loop's per-block cost (the compiler's estimates barely grow with
+/// their number); transcendentals, reductions, relayouts and concatenations count their blocks; ops that only
+/// index (broadcast, reshape, slice, iota) do no vector work.
+fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f64), u64), HloError> {
+    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+    let n = elements(&node.ins.shape);
+    Ok(match node.class {
+        OpClass::Elementwise => ((0.0, out), n),
+        OpClass::Relayout => ((out, out), 0),
+        OpClass::Transcendental => ((out, out), n),
+        OpClass::Movement => match node.ins.opcode.as_str() {
+            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => ((out, out), 0),
+            _ => ((0.0, out), 0),
+        },
+        OpClass::Reduce => {
+            let input = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
+            match input {
+                Some(s) => {
+                    let b = sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+                    ((b, b), elements(s))
+                }
+                None => ((0.0, out), 0),
+            }
+        }
+        _ => ((0.0, 0.0), 0),
+    })
+}
+
+/// The op model's kernel for an unfused VPU op, when its class maps onto one of the model's.
+fn single_op_kernel(
+    g: &Graph<'_>,
+    node: &Node<'_>,
+    in_bytes: u64,
+    out_bytes: u64,
+    unpadded: u64,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<Option<crate::tensorcore::KernelCost>, HloError> {
+    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+    let first_in = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
+    let (class, blocks, bits) = match (node.class, node.ins.opcode.as_str()) {
+        (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
+            (VpuClass::Unary, out, first_in.map_or(32, bits_of))
+        }
+        (OpClass::Elementwise, _) => (VpuClass::Binary, out, bits_of(&node.ins.shape)),
+        (OpClass::Reduce, "reduce") => match first_in {
+            Some(s) => (
+                VpuClass::Reduce,
+                sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                bits_of(s),
+            ),
+            None => return Ok(None),
+        },
+        (OpClass::Relayout, _) => (VpuClass::Transpose, out, bits_of(&node.ins.shape)),
+        (OpClass::Movement, "concatenate" | "pad") => (VpuClass::Concat, out, bits_of(&node.ins.shape)),
+        _ => return Ok(None),
+    };
+    let k = Kernel {
+        name: "fusion",
+        work: Work::Vpu {
+            class,
+            blocks,
+            elem_bytes: bits.div_ceil(8).max(1),
+        },
+        in_bytes,
+        out_bytes,
+        unpadded_bytes: unpadded,
+    };
+    Ok(Some(time_kernel(&k, chip)))
+}
+
+fn is_scalar_constant(node: &Node<'_>) -> bool {
+    node.ins.opcode == "constant" && dims_of(&node.ins.shape).is_empty()
+}
+
+/// Costs one kernel.
+fn cost_kernel(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<KernelCost, HloError> {
+    let p = &chip.params;
+    let mut in_bytes = 0u64;
+    let mut unpadded = 0u64;
+    for &i in &k.inputs {
+        if is_scalar_constant(&g.nodes[i]) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[i].ins.shape)?;
+        in_bytes = in_bytes.saturating_add(s.padded_bytes);
+        unpadded = unpadded.saturating_add(s.logical_bytes);
+    }
+    let mut out_bytes = 0u64;
+    let mut out_elems = 0u64;
+    for &o in &k.outputs {
+        let s = sizer.shape(&g.nodes[o].ins.shape)?;
+        out_bytes = out_bytes.saturating_add(s.padded_bytes);
+        out_elems = out_elems.saturating_add(s.padded_elements);
+        unpadded = unpadded.saturating_add(s.logical_bytes);
+    }
+    let total_bytes = in_bytes.saturating_add(out_bytes);
+    let bw = hp.hbm_bytes_per_cycle.max(1e-9);
+    let dma = total_bytes as f64 / bw;
+    let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
+    let mut flops = 0u64;
+    let mut vpu = 0.0;
+    let mut mxu: Vec<(MxuWork, f64)> = Vec::new();
+    for &m in &k.members {
+        let node = &g.nodes[m];
+        match node.class {
+            OpClass::Dot | OpClass::Convolution => {
+                let w = mxu_work(g, node).ok_or_else(|| {
+                    HloError::Unsupported(format!(
+                        "`{}`: {} operands or attributes are not understood",
+                        node.ins.name, node.ins.opcode
+                    ))
+                })?;
+                flops = flops.saturating_add(w.1);
+                // A result consumed inside the kernel (scores reduced by a softmax) never goes to HBM.
+                let stays = !k.outputs.contains(&m);
+                let out_dma = if stays {
+                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / p.mm_hbm_bytes_per_cycle.max(1e-9)
+                } else {
+                    0.0
+                };
+                mxu.push((w.0, out_dma));
+            }
+            OpClass::Unmodelled => {
+                *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
+            }
+            _ => {
+                let (c, f) = vpu_blocks(g, node, sizer)?;
+                vpu += c.0 * hp.fused_op_cycles;
+                max_blocks = max_blocks.max(c.1);
+                flops = flops.saturating_add(f);
+            }
+        }
+    }
+    let scoped = chip.scoped_vmem_bytes;
+    // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
+    if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
+        if let Some(kc) = single_op_kernel(g, &g.nodes[*only], in_bytes, out_bytes, unpadded, sizer, chip)? {
+            return Ok(KernelCost {
+                name: g.nodes[k.anchor].ins.name.clone(),
+                kind: k.kind,
+                instructions: vec![g.nodes[*only].ins.name.clone()],
+                cycles: kc.cycles,
+                start_cycle: 0,
+                bound_by: kc.bound,
+                flops,
+                hbm_bytes: total_bytes,
+                hbm_unpadded_bytes: unpadded,
+                padding_bytes: total_bytes.saturating_sub(unpadded),
+                vmem_bytes: kc.vmem_bytes,
+            });
+        }
+    }
+    let (launch, body, bound, vmem) = match k.kind {
+        KernelKind::Mxu => {
+            if mxu.is_empty() {
+                return Err(HloError::Unsupported("MXU kernel without a dot".into()));
+            }
+            let mut fused = chip.clone();
+            let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
+            fused.params.mm_out_16bit *= f;
+            fused.params.mm_out_32bit *= f;
+            fused.params.mm_acc_32bit *= f;
+            // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
+            // runs each dot's window plan in turn.
+            let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
+            let mut longest = 0.0;
+            for (w, out_dma) in &mxu {
+                let plan = plan_mxu(w, &fused);
+                // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
+                // never below the MXU's own cycles.
+                let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+                mxu_body += body;
+                vmem = vmem.max(plan.vmem_bytes);
+                if body > longest {
+                    longest = body;
+                    bound = plan.bound;
+                }
+            }
+            // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
+            // intermediates, so no separate HBM term.
+            let body = f64::max(mxu_body, vpu);
+            let bound = if body == mxu_body { bound } else { Bound::Vpu };
+            (p.mxu_launch_cycles, body, bound, vmem)
+        }
+        KernelKind::Loop | KernelKind::Reduce => {
+            let compute = vpu.max(max_blocks * hp.loop_block_cycles);
+            let body = compute.max(dma);
+            let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
+            (p.launch_cycles, body, bound, total_bytes.min(scoped))
+        }
+        KernelKind::Unmodelled => {
+            // Gathers read only the rows they gather (as many bytes as they write); scatters update their first
+            // operand in place (its bytes are the result's, counted once).
+            let anchor = &g.nodes[k.anchor];
+            // Only when the kernel reads it from memory (a broadcast initial value is generated in place).
+            let first = match anchor.operands.first() {
+                Some(o) if k.inputs.contains(o) => sizer.shape(&g.nodes[*o].ins.shape)?.padded_bytes,
+                _ => 0,
+            };
+            let moved = match anchor.ins.opcode.as_str() {
+                "gather" | "dynamic-slice" => total_bytes.saturating_sub(first).saturating_add(out_bytes),
+                "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),
+                _ => total_bytes,
+            };
+            let body = moved as f64 / bw;
+            (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
+        }
+    };
+    let launch_c = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
+    let body_c = body.max(0.0).round() as u64;
+    let bound = if launch_c > body_c { Bound::Launch } else { bound };
+    let mut names = Vec::with_capacity(k.members.len());
+    for &m in &k.members {
+        names.push(g.nodes[m].ins.name.clone());
+    }
+    Ok(KernelCost {
+        name: g.nodes[k.anchor].ins.name.clone(),
+        kind: k.kind,
+        instructions: names,
+        cycles: launch_c + body_c,
+        start_cycle: 0,
+        bound_by: bound,
+        flops,
+        hbm_bytes: total_bytes,
+        hbm_unpadded_bytes: unpadded,
+        padding_bytes: total_bytes.saturating_sub(unpadded),
+        vmem_bytes: vmem,
+    })
+}
+
+/// Peak bytes of intermediate buffers in HBM in the kernel order. A buffer lives from the kernel writing it to
+/// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
+/// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
+fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64) -> Result<u64, HloError> {
+    let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    let mut last_use: HashMap<usize, usize> = HashMap::new();
+    for (t, k) in kernels.iter().enumerate() {
+        for &i in &k.inputs {
+            last_use.insert(i, t);
+        }
+    }
+    // (start, end, bytes) in kernel order.
+    let mut buffers = Vec::new();
+    for (t, k) in kernels.iter().enumerate() {
+        for &o in &k.outputs {
+            if outputs.contains(&o) {
+                continue;
+            }
+            let end = last_use.get(&o).copied().unwrap_or(t).max(t);
+            buffers.push((t, end, sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes));
+        }
+    }
+    let mut hbm = vec![0i128; kernels.len() + 1];
+    let mut vmem = vec![0u64; kernels.len() + 1];
+    for (start, end, b) in buffers {
+        let peak_vmem = vmem[start..=end].iter().copied().max().unwrap_or(0);
+        if peak_vmem.saturating_add(b) <= vmem_budget {
+            for v in &mut vmem[start..=end] {
+                *v += b;
+            }
+        } else {
+            hbm[start] += b as i128;
+            hbm[end + 1] -= b as i128;
+        }
+    }
+    let mut live = 0i128;
+    let mut peak = 0i128;
+    for d in hbm {
+        live += d;
+        peak = peak.max(live);
+    }
+    Ok(peak.max(0) as u64)
+}
+
+/// Costs one execution of `module`'s entry computation on `chip`.
+pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, HloError> {
+    let all = hlo_params();
+    let preset = all
+        .iter()
+        .find(|h| h.name == chip.name)
+        .ok_or_else(|| HloError::Unsupported(format!("no hlo calibration for chip `{}`", chip.name)))?;
+    let mut hp = preset.clone();
+    // A what-if HBM bandwidth (see `chip_model`) scales the calibrated matmul stream rate; follow it.
+    let base = ChipModel::preset(&chip.name).map_err(|e| HloError::Unsupported(e.to_string()))?;
+    hp.hbm_bytes_per_cycle *= chip.params.mm_hbm_bytes_per_cycle / base.params.mm_hbm_bytes_per_cycle.max(1e-9);
+    cost_module_with(module, chip, &hp)
+}
+
+/// Like [`cost_module`] with explicit fused-kernel constants (for the fitter).
+pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) -> Result<ModuleCost, HloError> {
+    let sizer = Sizer::new(&chip.name)?;
+    let g = Graph::build(module)?;
+    let entry = module.entry_computation();
+    let mut argument_bytes = 0u64;
+    for (_, i) in entry.parameters() {
+        argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
+    }
+    let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
+    let node_bytes = |i: usize| {
+        let n = &g.nodes[i];
+        if is_scalar_constant(n) {
+            return 0;
+        }
+        sizer.shape(&n.ins.shape).map_or(0, |s| s.padded_bytes)
+    };
+    let groups = group(&g, &node_bytes)?;
+    let mut unmodelled = BTreeMap::new();
+    let mut kernels = Vec::with_capacity(groups.len());
+    let mut t = 0u64;
+    for k in &groups {
+        let mut c = cost_kernel(&g, k, &sizer, chip, hp, &mut unmodelled)?;
+        c.start_cycle = t;
+        t = t.saturating_add(c.cycles);
+        kernels.push(c);
+    }
+    let temp = temp_bytes(&g, &groups, &sizer, hp.vmem_temp_bytes)?;
+    Ok(ModuleCost {
+        chip: chip.name.clone(),
+        total_cycles: t,
+        time_us: t as f64 * 1e6 / chip.clock_hz,
+        argument_bytes,
+        output_bytes,
+        temp_bytes: temp,
+        kernels,
+        unmodelled,
+    })
+}
+
+impl ModuleCost {
+    /// Cycles by what limits the kernels.
+    pub fn cycles_by_bound(&self) -> BTreeMap<String, u64> {
+        let mut m = BTreeMap::new();
+        for k in &self.kernels {
+            let key = serde_json::to_value(k.bound_by)
+                .ok()
+                .and_then(|v| v.as_str().map(String::from))
+                .unwrap_or_default();
+            *m.entry(key).or_insert(0) += k.cycles;
+        }
+        m
+    }
+
+    /// One sentence on what limits the program: the unit most cycles are bound by, the top kernel, and padding.
+    pub fn bottleneck(&self) -> String {
+        let total = self.total_cycles.max(1) as f64;
+        let by = self.cycles_by_bound();
+        let Some((unit, cycles)) = by.iter().max_by_key(|(_, c)| **c) else {
+            return "The program has no kernels.".into();
+        };
+        let what = match unit.as_str() {
+            "MXU" => "the matrix units (MXU-bound kernels)",
+            "VPU" => "the vector unit (elementwise, reductions and layout changes)",
+            "HBM" => "HBM bandwidth",
+            _ => "kernel launch overhead (many small kernels)",
+        };
+        let top = self.kernels.iter().max_by_key(|k| k.cycles);
+        let hbm: u64 = self.kernels.iter().map(|k| k.hbm_bytes).sum();
+        let pad: u64 = self.kernels.iter().map(|k| k.padding_bytes).sum();
+        let mut s = format!(
+            "{:.0}% of the time is limited by {what}",
+            *cycles as f64 / total * 100.0
+        );
+        if let Some(k) = top {
+            s += &format!(
+                "; the largest kernel, {} ({:?}), takes {:.0}%",
+                k.name,
+                k.kind,
+                k.cycles as f64 / total * 100.0
+            );
+        }
+        if hbm > 0 {
+            s += &format!(
+                "; tile padding is {:.0}% of HBM traffic",
+                pad as f64 / hbm as f64 * 100.0
+            );
+        }
+        s + "."
+    }
+}

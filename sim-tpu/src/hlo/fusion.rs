@@ -1,0 +1,386 @@
+//! Grouping instructions into the kernels the XLA TPU compiler emits.
+//!
+//! The rule, read off the compiler's optimized modules (`programs/opt/`), applied consumers first:
+//! - cheap elementwise and data-movement ops (add, select, convert, broadcast, reshape, slice, transpose, ...) are
+//!   fused into every kernel that consumes them, recomputed where there are several (the compiler duplicates a
+//!   convert or a broadcast into each consumer fusion rather than write it out);
+//! - a transcendental (exp, divide, rsqrt, ...) with one consuming kernel is fused into it; with several, it is
+//!   computed once, by a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by
+//!   its own loop fusion;
+//! - a reduction roots a reduce fusion; its producers fuse in as above;
+//! - a dot whose result is much larger than its operands (attention scores) is recomputed by every kernel that
+//!   consumes it;
+//! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
+//!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
+//!   output fusion);
+//! - a dot's operand that several instructions use is computed in each dot's prologue only when that reads at
+//!   most twice the operand's bytes (a bias and activation on a matmul result, a dtype conversion); otherwise (the gradient of a softmax, recomputed from several
+//!   full-size tensors for two dots) it is written out once and the dots read it;
+//! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
+//! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
+//!
+//! Kernels run in a topological order of their dataflow (ties: program order).
+
+use std::collections::BTreeSet;
+
+use super::graph::Graph;
+use super::ops::OpClass;
+use super::HloError;
+
+/// What a kernel is, for costing and display.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+#[serde(rename_all = "snake_case")]
+pub enum KernelKind {
+    /// Elementwise loop fusion (and surviving copies/transposes).
+    Loop,
+    /// Reduce fusion.
+    Reduce,
+    /// Dot/convolution fusion on the MXU.
+    Mxu,
+    /// An op tpusim does not model, costed conservatively.
+    Unmodelled,
+}
+
+/// One kernel: the nodes it computes and the buffers it reads and writes.
+#[derive(Clone, Debug)]
+pub struct Group {
+    /// Kind.
+    pub kind: KernelKind,
+    /// The node that names it (its dot, reduce, or last op).
+    pub anchor: usize,
+    /// Nodes computed (in topological order); a node fused into several kernels appears in each.
+    pub members: Vec<usize>,
+    /// Nodes whose values it reads from memory (parameters, constants, other kernels' outputs).
+    pub inputs: Vec<usize>,
+    /// Members whose values it writes to memory.
+    pub outputs: Vec<usize>,
+}
+
+fn pass_through(class: OpClass, opcode: &str) -> bool {
+    // Free ops that forward a value (a tuple that is not the root forwards its operands).
+    class == OpClass::Free
+        && matches!(
+            opcode,
+            "get-tuple-element"
+                | "bitcast"
+                | "copy-done"
+                | "copy-start"
+                | "tuple"
+                | "slice-start"
+                | "slice-done"
+                | "async-start"
+                | "async-update"
+                | "async-done"
+        )
+}
+
+struct Grouper<'a, 'm> {
+    g: &'a Graph<'m>,
+    groups_of: Vec<Vec<u32>>,
+    kinds: Vec<KernelKind>,
+    anchors: Vec<usize>,
+    /// Union-find parent of each kernel (kernels merged into one fusion).
+    parent: Vec<u32>,
+    is_output: Vec<bool>,
+    /// Dots whose result is much larger than their operands: recomputed in each consuming kernel.
+    recompute: Vec<bool>,
+    multi_output: bool,
+}
+
+impl Grouper<'_, '_> {
+    fn find(&self, mut k: u32) -> u32 {
+        while self.parent[k as usize] != k {
+            k = self.parent[k as usize];
+        }
+        k
+    }
+
+    /// Kernels consuming node `i` (through pass-through ops), and whether its value must be written out.
+    fn user_groups(&self, i: usize) -> (BTreeSet<u32>, bool) {
+        let mut set = BTreeSet::new();
+        let mut out = self.is_output[i];
+        let mut stack: Vec<usize> = self.g.users[i].clone();
+        let mut seen = 0usize;
+        while let Some(u) = stack.pop() {
+            seen += 1;
+            if seen > 100_000 {
+                out = true;
+                break;
+            }
+            let n = &self.g.nodes[u];
+            if pass_through(n.class, &n.ins.opcode) {
+                out |= self.is_output[u];
+                stack.extend(self.g.users[u].iter().copied());
+                continue;
+            }
+            if self.groups_of[u].is_empty() {
+                out = true;
+            }
+            for &k in &self.groups_of[u] {
+                let k = self.find(k);
+                // An unmodelled op reads its operands from memory, except values generated from nothing
+                // (a broadcast constant, an iota: a scatter's zero initial value), which it generates itself.
+                let generated = matches!(self.g.nodes[i].ins.opcode.as_str(), "broadcast" | "iota")
+                    && self.g.nodes[i]
+                        .operands
+                        .iter()
+                        .all(|&o| self.g.nodes[o].ins.opcode == "constant");
+                if self.kinds[k as usize] == KernelKind::Unmodelled && !generated {
+                    out = true;
+                } else {
+                    set.insert(k);
+                }
+            }
+        }
+        (set, out)
+    }
+
+    fn new_group(&mut self, kind: KernelKind, anchor: usize) -> u32 {
+        self.kinds.push(kind);
+        self.anchors.push(anchor);
+        self.parent.push(self.parent.len() as u32);
+        (self.kinds.len() - 1) as u32
+    }
+
+    fn run(&mut self) {
+        let n = self.g.nodes.len();
+        for i in (0..n).rev() {
+            let node = &self.g.nodes[i];
+            let class = node.class;
+            if class == OpClass::Free {
+                continue;
+            }
+            let (ug, out) = self.user_groups(i);
+            // A value written out joins its earliest consumer kernel (later ones may depend on that one).
+            let sibling = ug
+                .iter()
+                .copied()
+                .filter(|&k| self.kinds[k as usize] != KernelKind::Mxu)
+                .min_by_key(|&k| self.anchors[k as usize]);
+            let groups: Vec<u32> = match class {
+                OpClass::Elementwise | OpClass::Movement | OpClass::Relayout if !out && !ug.is_empty() => {
+                    ug.into_iter().collect()
+                }
+                OpClass::Transcendental if !out && ug.len() == 1 => ug.into_iter().collect(),
+                c if c.fusible() => match sibling {
+                    Some(k) if self.multi_output && !ug.is_empty() => vec![k],
+                    _ => vec![self.new_group(KernelKind::Loop, i)],
+                },
+                OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
+                OpClass::Dot | OpClass::Convolution if self.recompute[i] && !out && !ug.is_empty() => {
+                    for &k in &ug {
+                        if self.kinds[k as usize] != KernelKind::Mxu {
+                            self.kinds[k as usize] = KernelKind::Mxu;
+                            self.anchors[k as usize] = i;
+                        }
+                    }
+                    ug.into_iter().collect()
+                }
+                OpClass::Dot | OpClass::Convolution => {
+                    // Its consumers' kernels (the reductions of a softmax over its result, say) become one fusion
+                    // with it when none of them has a dot of its own.
+                    let no_mxu = ug.iter().all(|&k| self.kinds[k as usize] != KernelKind::Mxu);
+                    let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output);
+                    if joinable {
+                        let mut it = ug.iter().copied();
+                        let k = it.next().unwrap_or(0);
+                        for other in it {
+                            self.parent[other as usize] = k;
+                        }
+                        self.kinds[k as usize] = KernelKind::Mxu;
+                        self.anchors[k as usize] = i;
+                        vec![k]
+                    } else {
+                        vec![self.new_group(KernelKind::Mxu, i)]
+                    }
+                }
+                _ => vec![self.new_group(KernelKind::Unmodelled, i)],
+            };
+            self.groups_of[i] = groups;
+        }
+    }
+}
+
+/// A dot whose result has more than this many times its operands' bytes (attention scores: contracting over a
+/// head dimension of 64 expands the inputs 32-fold and more) is recomputed in each consuming kernel, as the
+/// compiler does, rather than written out and read back.
+const RECOMPUTE_RATIO: u64 = 8;
+
+/// Nodes at most this many fused producers deep are examined when deciding whether a dot's operand fuses.
+const MAX_CONE: usize = 256;
+
+/// HBM bytes of the values an operand's fused producer cone reads (its leaves), at most `MAX_CONE` nodes deep.
+fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u64 {
+    let mut seen = BTreeSet::new();
+    let mut stack = vec![o];
+    let mut total = 0u64;
+    let mut visited = 0;
+    while let Some(x) = stack.pop() {
+        if !seen.insert(x) {
+            continue;
+        }
+        visited += 1;
+        let n = &g.nodes[x];
+        let inner = n.class.fusible() || (n.class == OpClass::Free && pass_through(n.class, &n.ins.opcode));
+        if x != o && !inner || visited > MAX_CONE {
+            total = total.saturating_add(bytes(x));
+            continue;
+        }
+        stack.extend(n.operands.iter().copied());
+    }
+    total
+}
+
+/// Groups the graph's nodes into kernels, in execution order; `bytes` gives a node's padded result bytes.
+pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, HloError> {
+    let mut is_output = vec![false; g.nodes.len()];
+    for o in g.outputs() {
+        is_output[o] = true;
+    }
+    let mut recompute = vec![false; g.nodes.len()];
+    for (i, n) in g.nodes.iter().enumerate() {
+        if !matches!(n.class, OpClass::Dot | OpClass::Convolution) {
+            continue;
+        }
+        let operand_bytes: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
+        recompute[i] = bytes(i) > RECOMPUTE_RATIO * operand_bytes.max(1);
+        for &o in &n.operands {
+            let shared = g.users[o].len() > 1;
+            if shared && g.nodes[o].class.fusible() && cone_input_bytes(g, o, bytes) > 2 * bytes(o) {
+                is_output[o] = true;
+            }
+        }
+    }
+    for multi_output in [true, false] {
+        let mut gr = Grouper {
+            g,
+            groups_of: vec![Vec::new(); g.nodes.len()],
+            kinds: Vec::new(),
+            anchors: Vec::new(),
+            parent: Vec::new(),
+            is_output: is_output.clone(),
+            recompute: recompute.clone(),
+            multi_output,
+        };
+        gr.run();
+        if let Some(groups) = assemble(g, &mut gr) {
+            return Ok(groups);
+        }
+    }
+    // Without multi-output kernels every edge between kernels follows program order, so this is not reached.
+    Err(HloError::Unsupported("kernels depend on each other circularly".into()))
+}
+
+/// Members, inputs and outputs of each kernel, ordered topologically; None if kernels depend on each other
+/// circularly.
+fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
+    // Resolve merged kernels and renumber the surviving ones densely.
+    let roots: Vec<u32> = (0..gr.kinds.len() as u32).map(|k| gr.find(k)).collect();
+    let mut dense = vec![u32::MAX; roots.len()];
+    let mut kinds = Vec::new();
+    let mut anchors = Vec::new();
+    for (k, &r) in roots.iter().enumerate() {
+        if r as usize == k {
+            dense[k] = kinds.len() as u32;
+            kinds.push(gr.kinds[k]);
+            anchors.push(gr.anchors[k]);
+        }
+    }
+    for gs in gr.groups_of.iter_mut() {
+        for x in gs.iter_mut() {
+            *x = dense[roots[*x as usize] as usize];
+        }
+        gs.sort_unstable();
+        gs.dedup();
+    }
+    gr.kinds = kinds;
+    gr.anchors = anchors;
+    gr.parent = (0..gr.kinds.len() as u32).collect();
+    let k = gr.kinds.len();
+    let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (i, gs) in gr.groups_of.iter().enumerate() {
+        for &x in gs {
+            members[x as usize].push(i);
+        }
+    }
+    // The node holding the value a (possibly pass-through) operand forwards.
+    let source = |mut o: usize| {
+        let mut hops = 0;
+        while hops < 1000 {
+            let n = &g.nodes[o];
+            if n.ins.opcode != "tuple"
+                && pass_through(n.class, &n.ins.opcode)
+                && n.operands.len() == 1
+                && (!gr.groups_of[n.operands[0]].is_empty() || g.nodes[n.operands[0]].class == OpClass::Free)
+            {
+                o = n.operands[0];
+                hops += 1;
+                continue;
+            }
+            break;
+        }
+        o
+    };
+    let mut inputs: Vec<Vec<usize>> = vec![Vec::new(); k];
+    let mut preds: Vec<BTreeSet<usize>> = vec![BTreeSet::new(); k];
+    for (gi, ms) in members.iter().enumerate() {
+        let mut seen = BTreeSet::new();
+        for &m in ms {
+            for &o in &g.nodes[m].operands {
+                let src = source(o);
+                if gr.groups_of[src].contains(&(gi as u32)) {
+                    continue;
+                }
+                if seen.insert(src) {
+                    inputs[gi].push(src);
+                }
+                for &p in &gr.groups_of[src] {
+                    preds[gi].insert(p as usize);
+                }
+            }
+        }
+    }
+    let mut outputs: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (gi, ms) in members.iter().enumerate() {
+        for &m in ms {
+            let (ug, out) = gr.user_groups(m);
+            if out || ug.iter().any(|&u| !gr.groups_of[m].contains(&u)) {
+                outputs[gi].push(m);
+            }
+        }
+    }
+    // Kahn's order over kernels, ties by their anchors' program order.
+    let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
+    for (gi, p) in preds.iter().enumerate() {
+        for &x in p {
+            succ[x].push(gi);
+        }
+    }
+    let mut ready: BTreeSet<(usize, usize)> = (0..k).filter(|&x| indeg[x] == 0).map(|x| (gr.anchors[x], x)).collect();
+    let mut order = Vec::with_capacity(k);
+    while let Some((_, x)) = ready.pop_first() {
+        order.push(x);
+        for &s in &succ[x] {
+            indeg[s] -= 1;
+            if indeg[s] == 0 {
+                ready.insert((gr.anchors[s], s));
+            }
+        }
+    }
+    if order.len() < k {
+        return None;
+    }
+    Some(
+        order
+            .into_iter()
+            .map(|x| Group {
+                kind: gr.kinds[x],
+                anchor: gr.anchors[x],
+                members: std::mem::take(&mut members[x]),
+                inputs: std::mem::take(&mut inputs[x]),
+                outputs: std::mem::take(&mut outputs[x]),
+            })
+            .collect(),
+    )
+}

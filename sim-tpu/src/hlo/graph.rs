@@ -1,0 +1,143 @@
+//! The entry computation as one flat dataflow graph: `call`s (and the fusions of an optimized module) are inlined,
+//! so kernels are formed over the whole program as the compiler's inliner sees it.
+
+use super::ir::{HloModule, Instruction, Operands};
+use super::ops::{class_of_instruction, OpClass};
+use super::HloError;
+
+/// Deepest call nesting inlined.
+const MAX_CALL_DEPTH: usize = 64;
+/// Largest flattened graph accepted (guards against call trees that multiply).
+const MAX_NODES: usize = 20_000_000;
+
+/// One node of the flat graph: an instruction of some computation, with operands renumbered.
+#[derive(Clone, Debug)]
+pub struct Node<'m> {
+    /// The instruction.
+    pub ins: &'m Instruction,
+    /// Its class.
+    pub class: OpClass,
+    /// Operand node ids (all smaller than this node's id).
+    pub operands: Vec<usize>,
+    /// Entry parameter number, for the entry's parameters.
+    pub param: Option<u64>,
+}
+
+/// The flattened entry computation.
+#[derive(Clone, Debug)]
+pub struct Graph<'m> {
+    /// Nodes in a topological order.
+    pub nodes: Vec<Node<'m>>,
+    /// The node whose value the entry returns.
+    pub root: usize,
+    /// Users of each node.
+    pub users: Vec<Vec<usize>>,
+}
+
+impl<'m> Graph<'m> {
+    /// Flattens `module`'s entry computation.
+    pub fn build(module: &'m HloModule) -> Result<Graph<'m>, HloError> {
+        let mut nodes = Vec::new();
+        let mut cx = Inliner {
+            active: Vec::new(),
+            visited: 0,
+        };
+        let root = inline(module, module.entry, None, &mut cx, &mut nodes)?;
+        let mut users = vec![Vec::new(); nodes.len()];
+        for (i, n) in nodes.iter().enumerate() {
+            for &o in &n.operands {
+                if !users[o].contains(&i) {
+                    users[o].push(i);
+                }
+            }
+        }
+        Ok(Graph { nodes, root, users })
+    }
+
+    /// The nodes the entry returns: the root, or the operands of a root tuple.
+    pub fn outputs(&self) -> Vec<usize> {
+        let r = &self.nodes[self.root];
+        if r.ins.opcode == "tuple" {
+            r.operands.clone()
+        } else {
+            vec![self.root]
+        }
+    }
+}
+
+/// Inlining state: the computations being inlined (to refuse recursion) and the instructions visited.
+struct Inliner {
+    active: Vec<usize>,
+    visited: usize,
+}
+
+fn inline<'m>(
+    m: &'m HloModule,
+    comp: usize,
+    args: Option<&[usize]>,
+    cx: &mut Inliner,
+    nodes: &mut Vec<Node<'m>>,
+) -> Result<usize, HloError> {
+    let c = &m.computations[comp];
+    if cx.active.len() > MAX_CALL_DEPTH {
+        return Err(HloError::Unsupported(format!(
+            "calls nested deeper than {MAX_CALL_DEPTH} (at `{}`)",
+            c.name
+        )));
+    }
+    if cx.active.contains(&comp) {
+        return Err(HloError::Unsupported(format!("computation `{}` calls itself", c.name)));
+    }
+    cx.active.push(comp);
+    let mut ids = Vec::with_capacity(c.instructions.len());
+    for ins in &c.instructions {
+        cx.visited += 1;
+        if cx.visited > MAX_NODES {
+            return Err(HloError::Unsupported(format!(
+                "more than {MAX_NODES} instructions after inlining calls"
+            )));
+        }
+        let ops: Vec<usize> = ins.operand_ids().iter().map(|&o| ids[o]).collect();
+        let id = match (&ins.operands, args) {
+            (Operands::Parameter(n), Some(a)) => *a.get(*n as usize).ok_or_else(|| {
+                HloError::Unsupported(format!(
+                    "`{}` reads parameter {n} of `{}`, which is called with {} operands",
+                    ins.name,
+                    c.name,
+                    a.len()
+                ))
+            })?,
+            _ if matches!(ins.opcode.as_str(), "call" | "fusion") => {
+                let key = if ins.opcode == "call" { "to_apply" } else { "calls" };
+                let callee = ins.attr(key).map(|v| v.trim().trim_start_matches('%')).unwrap_or("");
+                let idx = m
+                    .computations
+                    .iter()
+                    .position(|x| x.name == callee)
+                    .ok_or_else(|| HloError::Unsupported(format!("`{}`: no computation `{callee}`", ins.name)))?;
+                inline(m, idx, Some(&ops), cx, nodes)?
+            }
+            _ => {
+                if nodes.len() >= MAX_NODES {
+                    return Err(HloError::Unsupported(format!(
+                        "more than {MAX_NODES} instructions after inlining calls"
+                    )));
+                }
+                let param = match ins.operands {
+                    Operands::Parameter(n) => Some(n),
+                    _ => None,
+                };
+                nodes.push(Node {
+                    ins,
+                    class: class_of_instruction(ins),
+                    operands: ops,
+                    param,
+                });
+                nodes.len() - 1
+            }
+        };
+        ids.push(id);
+    }
+    cx.active.pop();
+    Ok(ids[c.root])
+}

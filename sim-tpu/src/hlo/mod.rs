@@ -1,0 +1,160 @@
+//! `tpusim hlo`: cost a whole XLA HLO module (as `jax.jit(f).lower(*args).as_text(dialect="hlo")` prints it, or an
+//! optimized module) on a TPU chip.
+//!
+//! Pipeline: [`HloModule::parse`] (text -> module, errors with line and column) -> [`graph`] (the entry with
+//! `call`s inlined) -> [`fusion`] (the kernels the TPU compiler would emit) -> [`cost`] (each kernel through the
+//! TensorCore model on padded tiles; the total; argument, output and temp bytes under TPU layouts, [`bytes`]).
+//!
+//! ```
+//! use sim_tpu::hlo::{cost_module, HloModule};
+//! use sim_tpu::tensorcore::ChipModel;
+//! let text = "HloModule m\n\nENTRY main {\n  a = f32[1024,1024]{1,0} parameter(0)\n  \
+//!             b = f32[1024,1024]{1,0} parameter(1)\n  ROOT d = f32[1024,1024]{1,0} dot(a, b), \
+//!             lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+//! let m = HloModule::parse(text).unwrap();
+//! let c = cost_module(&m, &ChipModel::preset("v5e").unwrap()).unwrap();
+//! assert_eq!(c.argument_bytes, 2 * 4 << 20);
+//! assert_eq!(c.kernels.len(), 1);
+//! assert_eq!(c.kernels[0].flops, 2 * 1024u64.pow(3));
+//! ```
+
+pub mod bytes;
+pub mod cost;
+pub mod fusion;
+pub mod graph;
+pub mod ir;
+pub mod ops;
+pub mod parse;
+pub mod score;
+
+pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
+pub use fusion::KernelKind;
+pub use ir::{Attr, Computation, HloModule, Instruction, Operands};
+
+use crate::chips::Chip;
+use crate::tensorcore::ChipModel;
+
+/// Errors reading or costing a module.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+pub enum HloError {
+    /// The text does not follow the HLO grammar.
+    #[error("line {line}, column {column}: expected {expected}, found {found}")]
+    Parse {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column (bytes).
+        column: usize,
+        /// What the reader expected.
+        expected: String,
+        /// What it found.
+        found: String,
+    },
+    /// The text parses but is not a valid module (undefined operand, duplicate name, ...).
+    #[error("line {line}, column {column}: {message}")]
+    Invalid {
+        /// 1-based line.
+        line: usize,
+        /// 1-based column.
+        column: usize,
+        /// What is wrong.
+        message: String,
+    },
+    /// A valid module tpusim cannot cost (unknown chip, unbounded dims, calls nested too deeply, ...).
+    #[error("{0}")]
+    Unsupported(String),
+}
+
+impl HloError {
+    /// Line and column, for errors that point into the text.
+    pub fn position(&self) -> Option<(usize, usize)> {
+        match self {
+            HloError::Parse { line, column, .. } | HloError::Invalid { line, column, .. } => Some((*line, *column)),
+            HloError::Unsupported(_) => None,
+        }
+    }
+}
+
+impl HloModule {
+    /// Parses a whole module from HLO text.
+    pub fn parse(text: &str) -> Result<HloModule, HloError> {
+        parse::parse_module(text)
+    }
+}
+
+/// The TensorCore model of `chip`, a preset possibly with overridden fields (`--set chip.FIELD=VALUE`): clock and
+/// MXU geometry from the spec; the HBM stream rate of the preset's calibration scaled by the spec's HBM bandwidth
+/// (`hbm_bytes_per_s` and `model_hbm_bytes_per_s`) over the preset's and by the preset's clock over the spec's; MXU
+/// count scaled with `mxus_per_tensorcore`.
+pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
+    let bad = |e: String| HloError::Unsupported(e);
+    let preset = Chip::preset(&chip.spec.name).map_err(|e| bad(e.to_string()))?;
+    let mut spec = chip.spec.clone();
+    // A `tc_clock_mhz` what-if moves the model clock in proportion.
+    if spec.tc_clock_mhz != preset.spec.tc_clock_mhz && spec.model_clock_mhz == preset.spec.model_clock_mhz {
+        spec.model_clock_mhz = (preset.spec.model_clock_mhz as f64 * spec.tc_clock_mhz as f64
+            / preset.spec.tc_clock_mhz.max(1) as f64)
+            .round() as u64;
+    }
+    if spec.mxus_per_tensorcore != preset.spec.mxus_per_tensorcore
+        && spec.model_peak_flops_per_cycle == preset.spec.model_peak_flops_per_cycle
+    {
+        spec.model_peak_flops_per_cycle = preset.spec.model_peak_flops_per_cycle * spec.mxus_per_tensorcore as u64
+            / preset.spec.mxus_per_tensorcore.max(1) as u64;
+    }
+    let adjusted = Chip {
+        spec: spec.clone(),
+        ..chip.clone()
+    };
+    let mut model = ChipModel::for_chip(&adjusted).map_err(|e| bad(e.to_string()))?;
+    let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+    let hbm = ratio(spec.hbm_bytes_per_s, preset.spec.hbm_bytes_per_s)
+        * ratio(spec.model_hbm_bytes_per_s, preset.spec.model_hbm_bytes_per_s)
+        * ratio(preset.spec.model_clock_mhz, spec.model_clock_mhz);
+    if !(hbm.is_finite() && hbm > 0.0) {
+        return Err(bad("HBM bandwidth and clock must be positive".into()));
+    }
+    model.params.mm_hbm_bytes_per_cycle *= hbm;
+    Ok(model)
+}
+
+/// Everything `tpusim hlo` reports for one module on one chip.
+#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+pub struct HloReport {
+    /// The costs.
+    #[serde(flatten)]
+    pub cost: ModuleCost,
+    /// HBM capacity of the chip, bytes.
+    pub hbm_capacity_bytes: u64,
+    /// Arguments + outputs + temporaries, bytes.
+    pub footprint_bytes: u64,
+    /// Whether the footprint fits HBM.
+    pub fits: bool,
+    /// One sentence on what limits the program.
+    pub bottleneck: String,
+    /// Warnings (unmodelled opcodes and the rule they were costed by).
+    pub warnings: Vec<String>,
+}
+
+/// Costs `module` on `chip` (a preset with any overrides) and adds the capacity verdict and the bottleneck.
+pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
+    let model = chip_model(chip)?;
+    let cost = cost_module(module, &model)?;
+    let hbm = chip.spec.hbm_bytes;
+    let mut warnings = Vec::new();
+    if !cost.unmodelled.is_empty() {
+        let list: Vec<String> = cost.unmodelled.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+        warnings.push(format!(
+            "unmodelled opcodes ({}): each costed as launch + its operand and result bytes at the HBM rate (a gather's \
+             table only the rows it reads, a scatter's target once)",
+            list.join(", ")
+        ));
+    }
+    Ok(HloReport {
+        footprint_bytes: cost.footprint_bytes(),
+        fits: cost.fits(hbm),
+        hbm_capacity_bytes: hbm,
+        bottleneck: cost.bottleneck(),
+        warnings,
+        cost,
+    })
+}

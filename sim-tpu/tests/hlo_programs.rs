@@ -1,0 +1,168 @@
+//! `tpusim hlo` against the XLA TPU compiler's calibration programs (testdata/hlo, copied by
+//! tools/extract_hlo_programs.py): reader round trip on every file, argument/output bytes exact on all 120 records,
+//! cycle and temp errors within the stated bounds on the held-out split (constants are fitted on `fit` only).
+
+use std::collections::BTreeMap;
+use std::io::Read;
+use std::path::PathBuf;
+
+use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
+use sim_tpu::hlo::{cost_module, HloModule};
+use sim_tpu::tensorcore::ChipModel;
+
+fn dir() -> PathBuf {
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/hlo")
+}
+
+fn records() -> Vec<serde_json::Value> {
+    serde_json::from_str(&std::fs::read_to_string(dir().join("programs.json")).unwrap()).unwrap()
+}
+
+fn input_files() -> Vec<PathBuf> {
+    let mut v: Vec<PathBuf> = std::fs::read_dir(dir())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .filter(|p| p.to_string_lossy().ends_with(".hlo.txt"))
+        .collect();
+    v.sort();
+    v
+}
+
+fn optimized_texts() -> Vec<(String, String)> {
+    let mut out = Vec::new();
+    for e in std::fs::read_dir(dir().join("opt")).unwrap() {
+        let p = e.unwrap().path();
+        let mut s = String::new();
+        flate2::read::GzDecoder::new(std::fs::File::open(&p).unwrap())
+            .read_to_string(&mut s)
+            .unwrap();
+        out.push((p.file_name().unwrap().to_string_lossy().into_owned(), s));
+    }
+    out.sort();
+    out
+}
+
+#[test]
+fn every_module_round_trips_through_the_printer() {
+    let files = input_files();
+    assert_eq!(files.len(), 24);
+    let mut texts: Vec<(String, String)> = files
+        .iter()
+        .map(|p| (p.display().to_string(), std::fs::read_to_string(p).unwrap()))
+        .collect();
+    texts.extend(optimized_texts());
+    assert!(texts.len() >= 28);
+    for (name, text) in texts {
+        let a = HloModule::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let printed = a.to_string();
+        let b = HloModule::parse(&printed).unwrap_or_else(|e| panic!("{name} reprinted: {e}\n{printed}"));
+        assert_eq!(a, b, "{name}");
+        // Printing is a fixed point after one round.
+        assert_eq!(printed, b.to_string(), "{name}");
+        // Instruction counts survive: count `=` lines of instructions in the original text.
+        let count = text
+            .lines()
+            .filter(|l| l.starts_with("  ") && l.contains(" = ") && !l.trim_start().starts_with("/*"))
+            .count();
+        assert_eq!(a.instruction_count(), count, "{name}");
+    }
+}
+
+#[test]
+fn optimized_modules_are_read_and_costed() {
+    for (name, text) in optimized_texts() {
+        let m = HloModule::parse(&text).unwrap_or_else(|e| panic!("{name}: {e}"));
+        let chip = name.split('@').nth(1).unwrap().trim_end_matches(".txt.gz");
+        let c = cost_module(&m, &ChipModel::preset(chip).unwrap()).unwrap_or_else(|e| panic!("{name}: {e}"));
+        assert!(c.total_cycles > 0 && !c.kernels.is_empty(), "{name}");
+    }
+}
+
+#[test]
+fn argument_and_output_bytes_are_exact_on_every_record() {
+    let recs = records();
+    assert_eq!(recs.len(), 120);
+    let mut modules = BTreeMap::new();
+    for r in &recs {
+        let file = r["hlo"].as_str().unwrap();
+        let m = modules
+            .entry(file.to_string())
+            .or_insert_with(|| HloModule::parse(&std::fs::read_to_string(dir().join(file)).unwrap()).unwrap());
+        let c = cost_module(m, &ChipModel::preset(r["chip"].as_str().unwrap()).unwrap()).unwrap();
+        assert_eq!(c.argument_bytes, r["argument_bytes"].as_u64().unwrap(), "{}", r["id"]);
+        assert_eq!(c.output_bytes, r["output_bytes"].as_u64().unwrap(), "{}", r["id"]);
+    }
+}
+
+/// Held-out bounds the model meets today (see README "Your own model"); the issue's targets (median 15%, p90 40%,
+/// temp median 25%) are NOT all met, and these bounds say by how much, so a regression fails here.
+const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.45;
+const HELDOUT_CYCLES_P90_MAX: f64 = 1.7;
+const HELDOUT_TEMP_MEDIAN_MAX: f64 = 1.05;
+
+/// On the programs the constants were fitted on (a check of the fitter, not evidence of accuracy).
+const FIT_CYCLES_MEDIAN_MAX: f64 = 0.25;
+
+#[test]
+fn heldout_errors_stay_within_the_stated_bounds() {
+    let mut cycles: BTreeMap<String, Vec<f64>> = BTreeMap::new();
+    let mut temps: Vec<f64> = Vec::new();
+    for r in records().iter().filter(|r| r["split"] == "heldout") {
+        let m = HloModule::parse(&std::fs::read_to_string(dir().join(r["hlo"].as_str().unwrap())).unwrap()).unwrap();
+        let chip = r["chip"].as_str().unwrap();
+        let c = cost_module(&m, &ChipModel::preset(chip).unwrap()).unwrap();
+        temps.push(temp_error(c.temp_bytes, r["temp_bytes"].as_u64().unwrap()));
+        if r["estimate_complete"].as_bool().unwrap() {
+            let e = ratio_error(c.total_cycles as f64, r["total_estimated_cycles"].as_f64().unwrap());
+            cycles.entry(chip.to_string()).or_default().push(e);
+        }
+    }
+    assert_eq!(cycles.len(), 5);
+    for (chip, errs) in &cycles {
+        let (med, p90) = (quantile(errs, 0.5), quantile(errs, 0.9));
+        assert!(med <= HELDOUT_CYCLES_MEDIAN_MAX, "{chip}: held-out median {med:.3}");
+        assert!(p90 <= HELDOUT_CYCLES_P90_MAX, "{chip}: held-out p90 {p90:.3}");
+    }
+    let tmed = quantile(&temps, 0.5);
+    assert!(tmed <= HELDOUT_TEMP_MEDIAN_MAX, "held-out temp median {tmed:.3}");
+}
+
+#[test]
+fn fit_split_errors_stay_within_bounds() {
+    let mut errs = Vec::new();
+    for r in records()
+        .iter()
+        .filter(|r| r["split"] == "fit" && r["estimate_complete"] == true)
+    {
+        let m = HloModule::parse(&std::fs::read_to_string(dir().join(r["hlo"].as_str().unwrap())).unwrap()).unwrap();
+        let c = cost_module(&m, &ChipModel::preset(r["chip"].as_str().unwrap()).unwrap()).unwrap();
+        errs.push(ratio_error(
+            c.total_cycles as f64,
+            r["total_estimated_cycles"].as_f64().unwrap(),
+        ));
+    }
+    assert_eq!(errs.len(), 75);
+    assert!(
+        quantile(&errs, 0.5) <= FIT_CYCLES_MEDIAN_MAX,
+        "{}",
+        quantile(&errs, 0.5)
+    );
+}
+
+#[test]
+fn calibration_constants_stay_within_physical_bounds() {
+    for h in sim_tpu::hlo::hlo_params() {
+        let chip = sim_tpu::chips::Chip::preset(&h.name).unwrap().spec;
+        // The HBM rate is the compiler's, at most the datasheet's.
+        let datasheet = chip.hbm_bytes_per_s as f64 / (chip.model_clock_mhz as f64 * 1e6);
+        assert!(
+            h.hbm_bytes_per_cycle <= datasheet * 1.0001,
+            "{}: {}",
+            h.name,
+            h.hbm_bytes_per_cycle
+        );
+        assert!(h.vmem_temp_bytes <= chip.vmem_bytes_per_tc, "{}", h.name);
+        assert!((0.0..=1.0).contains(&h.mxu_epilogue_factor) && (0.2..=1.0).contains(&h.launch_factor));
+        assert!(h.fused_op_cycles > 0.0 && h.loop_block_cycles > 0.0);
+    }
+}

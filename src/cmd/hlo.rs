@@ -1,0 +1,128 @@
+//! `tpusim hlo`: cost an XLA HLO module on a chip: op profile, bytes, HBM fit, trace.
+
+use std::io::Write;
+use std::path::PathBuf;
+
+use anyhow::Context;
+
+/// Arguments of `tpusim hlo`.
+#[derive(clap::Args)]
+pub struct Args {
+    /// HLO text file (`jax.jit(f).lower(*args).as_text(dialect="hlo")`, or an optimized module).
+    pub file: PathBuf,
+    /// Chip preset: v4, v5e, v5p, v6e, tpu7x.
+    #[arg(long)]
+    pub chip: String,
+    /// Print one JSON object.
+    #[arg(long)]
+    pub json: bool,
+    /// Write the kernel sequence as a Chrome trace (JSON) to this file.
+    #[arg(long)]
+    pub trace: Option<PathBuf>,
+    /// Override a chip preset value for a what-if, e.g. `chip.hbm_bytes_per_s=3.2e12` (repeatable).
+    #[arg(long = "set", value_name = "chip.FIELD=VALUE")]
+    pub set: Vec<String>,
+    /// Kernels listed in the profile.
+    #[arg(long, default_value_t = 10)]
+    pub top: usize,
+    /// Exit 1 when the module has opcodes tpusim does not model.
+    #[arg(long)]
+    pub strict: bool,
+}
+
+fn mib(b: u64) -> String {
+    format!("{:.2} MiB", b as f64 / (1 << 20) as f64)
+}
+
+/// Runs `tpusim hlo`.
+pub fn run(args: Args) -> anyhow::Result<u8> {
+    let text = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let text = String::from_utf8(text).with_context(|| format!("{}: not UTF-8 text", args.file.display()))?;
+    let origin = args.file.display().to_string();
+    let module = tpusim_api::hlo::parse(&text, &origin)?;
+    let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
+    let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
+    if let Some(path) = &args.trace {
+        let model = sim_tpu::hlo::chip_model(&chip)?;
+        let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;
+        let dir = path
+            .parent()
+            .filter(|p| !p.as_os_str().is_empty())
+            .unwrap_or(std::path::Path::new("."));
+        let tmp = dir.join(format!(
+            ".{}.tmp",
+            path.file_name().and_then(|n| n.to_str()).unwrap_or("trace")
+        ));
+        std::fs::write(&tmp, trace).with_context(|| format!("writing {}", tmp.display()))?;
+        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    for w in &r.warnings {
+        eprintln!("warning: {w}");
+    }
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&r)?)?;
+    } else {
+        let c = &r.cost;
+        writeln!(
+            out,
+            "{} on {}: {} cycles = {:.2} us, {} kernels",
+            args.file.display(),
+            c.chip,
+            c.total_cycles,
+            c.time_us,
+            c.kernels.len()
+        )?;
+        writeln!(
+            out,
+            "memory: arguments {}  outputs {}  temp {}  = {} of {} HBM: {}",
+            mib(c.argument_bytes),
+            mib(c.output_bytes),
+            mib(c.temp_bytes),
+            mib(r.footprint_bytes),
+            mib(r.hbm_capacity_bytes),
+            if r.fits { "fits" } else { "DOES NOT FIT" }
+        )?;
+        writeln!(
+            out,
+            "\n{:<34} {:>6} {:>12} {:>6} {:>7} {:>12} {:>8} {:>5}",
+            "kernel", "kind", "cycles", "time%", "bound", "flops", "hbm MiB", "pad%"
+        )?;
+        let mut ks: Vec<_> = c.kernels.iter().collect();
+        ks.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
+        let total = c.total_cycles.max(1) as f64;
+        for k in ks.iter().take(args.top) {
+            let bound = serde_json::to_value(k.bound_by)?.as_str().unwrap_or("").to_string();
+            let kind = serde_json::to_value(k.kind)?.as_str().unwrap_or("").to_string();
+            writeln!(
+                out,
+                "{:<34} {:>6} {:>12} {:>5.1}% {:>7} {:>12} {:>8.2} {:>4.0}%",
+                k.name.chars().take(34).collect::<String>(),
+                kind,
+                k.cycles,
+                k.cycles as f64 / total * 100.0,
+                bound,
+                k.flops,
+                k.hbm_bytes as f64 / (1 << 20) as f64,
+                k.padding_bytes as f64 / k.hbm_bytes.max(1) as f64 * 100.0
+            )?;
+        }
+        if ks.len() > args.top {
+            let rest: u64 = ks.iter().skip(args.top).map(|k| k.cycles).sum();
+            writeln!(
+                out,
+                "{:<34} {:>6} {:>12} {:>5.1}%",
+                format!("({} more)", ks.len() - args.top),
+                "",
+                rest,
+                rest as f64 / total * 100.0
+            )?;
+        }
+        writeln!(out, "\n{}", r.bottleneck)?;
+    }
+    if args.strict && !r.cost.unmodelled.is_empty() {
+        return Ok(1);
+    }
+    Ok(0)
+}
