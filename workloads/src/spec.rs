@@ -397,7 +397,7 @@ pub const MAX_DIM: u64 = 1 << 20;
 pub const MAX_VALENCY: u64 = 1 << 16;
 
 /// Work a run may take on without the user raising the bound (`--max-steps`, `--max-ids`).
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct RunBounds {
     /// Simulated steps.
     pub max_steps: u64,
