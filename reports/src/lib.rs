@@ -366,16 +366,16 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
         html: dir.join("report.html"),
         gantt: dir.join("gantt.svg"),
     };
-    std::fs::write(
+    sim_core::output::write_atomic(
         &paths.summary,
         serde_json::to_string_pretty(&r.summary).map_err(std::io::Error::other)? + "\n",
     )?;
-    std::fs::write(&paths.gantt, &gantt)?;
-    std::fs::write(dir.join("busy.svg"), &busy)?;
-    std::fs::write(dir.join("memory.svg"), &mem)?;
-    std::fs::write(dir.join("hbm_traffic.svg"), &traffic)?;
+    sim_core::output::write_atomic(&paths.gantt, &gantt)?;
+    sim_core::output::write_atomic(dir.join("busy.svg"), &busy)?;
+    sim_core::output::write_atomic(dir.join("memory.svg"), &mem)?;
+    sim_core::output::write_atomic(dir.join("hbm_traffic.svg"), &traffic)?;
     let md = markdown(r);
-    std::fs::write(&paths.markdown, &md)?;
+    sim_core::output::write_atomic(&paths.markdown, &md)?;
     // HTML: the Markdown tables as HTML, pictures inline.
     let mut html = format!("<!doctype html><html><head><meta charset=\"utf-8\"><title>{}</title><style>body{{font-family:sans-serif;max-width:1000px;margin:2em auto}}table{{border-collapse:collapse}}td,th{{border:1px solid #ccc;padding:2px 8px;text-align:left}}</style></head><body>\n", escape(&r.title));
     let mut in_table = false;
@@ -416,7 +416,7 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
         html.push_str("</table>\n");
     }
     html.push_str("</body></html>\n");
-    std::fs::write(&paths.html, html)?;
+    sim_core::output::write_atomic(&paths.html, html)?;
     Ok(paths)
 }
 

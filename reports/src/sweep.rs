@@ -64,17 +64,17 @@ pub fn sweep_csv(points: &[SweepPoint]) -> String {
 pub fn write_sweep(dir: &Path, points: &[SweepPoint]) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(points).map_err(std::io::Error::other)? + "\n";
-    std::fs::write(dir.join("sweep.csv"), sweep_csv(points))?;
-    std::fs::write(dir.join("sweep.json"), json)?;
-    std::fs::write(
+    sim_core::output::write_atomic(dir.join("sweep.csv"), sweep_csv(points))?;
+    sim_core::output::write_atomic(dir.join("sweep.json"), json)?;
+    sim_core::output::write_atomic(
         dir.join("sweep.svg"),
         sweep_svg(points, |p| p.samples_per_s, "samples/s"),
     )?;
-    std::fs::write(
+    sim_core::output::write_atomic(
         dir.join("step_time.svg"),
         sweep_svg(points, |p| p.step_time_us, "step time (us)"),
     )?;
-    std::fs::write(dir.join("fit_map.svg"), fit_map_svg(points))?;
+    sim_core::output::write_atomic(dir.join("fit_map.svg"), fit_map_svg(points))?;
     Ok(())
 }
 

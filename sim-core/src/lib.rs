@@ -14,6 +14,7 @@ pub mod buffer;
 pub mod engine;
 pub mod layout;
 pub mod memory;
+pub mod output;
 pub mod recorder;
 pub mod summary;
 pub mod time;

@@ -30,10 +30,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let pip = simulate(&w, &opts)?;
     std::fs::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
     let trace = args.out.join("trace.json");
-    super::run::traces_write(
-        &pip.recorder,
-        std::fs::File::create(&trace).with_context(|| trace.display().to_string())?,
-    )?;
+    super::run::traces_write(&pip.recorder, &trace)?;
     let input = super::run::report_input(&w, &[("sequential", &seq), ("pipelined", &pip)], &pip);
     let paths = reports::write_report(&args.out, &input)?;
     let s = &pip.summary;

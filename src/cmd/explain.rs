@@ -60,7 +60,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 ],
                 &title,
             );
-            std::fs::write(&svg, text).with_context(|| svg.display().to_string())?;
+            sim_core::output::write_atomic(&svg, text).with_context(|| svg.display().to_string())?;
             println!("Each step runs SC forward (SC/F), TC forward and backward (TC/F, TC/B) and SC backward (SC/B).");
             println!(
                 "sequential: SC/F of step i+1 waits for SC/B of step i        -> {:.1} us per step",

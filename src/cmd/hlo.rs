@@ -53,8 +53,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             ".{}.tmp",
             path.file_name().and_then(|n| n.to_str()).unwrap_or("trace")
         ));
-        std::fs::write(&tmp, trace).with_context(|| format!("writing {}", tmp.display()))?;
-        std::fs::rename(&tmp, path).with_context(|| format!("writing {}", path.display()))?;
+        let _ = tmp;
+        sim_core::output::write_atomic(path, trace).with_context(|| format!("writing {}", path.display()))?;
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

@@ -223,6 +223,13 @@ pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) 
 /// Runs `tpusim run`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let w = load_workload(&args)?;
+    // An output that cannot be written is said before the simulation, not after it.
+    if let Some(p) = &args.trace {
+        sim_core::output::check_writable(p).with_context(|| format!("--trace {}", p.display()))?;
+    }
+    if let Some(d) = &args.report {
+        sim_core::output::check_writable(&d.join("report.html")).with_context(|| format!("--report {}", d.display()))?;
+    }
     let r = simulate_args(&args, &w)?;
     if args.sensitivity {
         let s = workloads::sensitivity::sensitivity(&w, &run_options(&args)?)?;
@@ -234,8 +241,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(if r.summary.fits { 0 } else { 1 });
     }
     if let Some(p) = &args.trace {
-        let f = std::fs::File::create(p).with_context(|| p.display().to_string())?;
-        traces_write(&r.recorder, f)?;
+        traces_write(&r.recorder, p)?;
     }
     if let Some(dir) = &args.report {
         let label = format!("{:?}", w.pipelining).to_lowercase();
@@ -267,7 +273,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     Ok(if r.summary.fits { 0 } else { 1 })
 }
 
-pub fn traces_write(rec: &sim_core::recorder::Recorder, f: std::fs::File) -> anyhow::Result<()> {
-    traces::write_chrome_trace(rec, std::io::BufWriter::new(f))?;
-    Ok(())
+/// Writes a Chrome trace, whole or not at all.
+pub fn traces_write(rec: &sim_core::recorder::Recorder, path: &std::path::Path) -> anyhow::Result<()> {
+    sim_core::output::write_with(path, |w| -> anyhow::Result<()> {
+        traces::write_chrome_trace(rec, w)?;
+        Ok(())
+    })
+    .with_context(|| path.display().to_string())
 }

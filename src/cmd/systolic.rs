@@ -43,7 +43,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     print!("{csv}");
     if let Some(dir) = args.output {
         std::fs::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-        std::fs::write(dir.join("COMPUTE_REPORT.csv"), csv)?;
+        sim_core::output::write_atomic(dir.join("COMPUTE_REPORT.csv"), csv)?;
     }
     Ok(0)
 }

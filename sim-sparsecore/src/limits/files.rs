@@ -104,7 +104,7 @@ impl LimitsFile {
         } else {
             serde_json::to_string_pretty(self).map_err(|e| format_err(path, e.to_string()))? + "\n"
         };
-        std::fs::write(path, text).map_err(|e| io(path, e))
+        sim_core::output::write_atomic(path, text).map_err(|e| io(path, e))
     }
 }
 
@@ -189,7 +189,15 @@ pub fn read_fdo_npz(path: &Path) -> Result<FdoStats, FileError> {
 
 /// Writes one FDO NPZ file (int64, one row per step).
 pub fn write_fdo_npz(path: &Path, stats: &FdoStats) -> Result<(), FileError> {
-    let file = std::fs::File::create(path).map_err(|e| io(path, e))?;
+    // Written whole or not at all: into a temporary file, renamed into place.
+    sim_core::output::write_via_path(path, |tmp| {
+        write_fdo_npz_to(tmp, path, stats).map_err(|e| std::io::Error::other(e.to_string()))
+    })
+    .map_err(|e| io(path, e))
+}
+
+fn write_fdo_npz_to(tmp: &Path, path: &Path, stats: &FdoStats) -> Result<(), FileError> {
+    let file = std::fs::File::create(tmp).map_err(|e| io(path, e))?;
     let mut npz = npyz::npz::NpzWriter::new(std::io::BufWriter::new(file));
     for (stack, s) in stats {
         for suffix in SUFFIXES {
@@ -261,7 +269,7 @@ pub fn write_fdo_csv(path: &Path, stats: &FdoStats) -> Result<(), FileError> {
             }
         }
     }
-    std::fs::write(path, out).map_err(|e| io(path, e))
+    sim_core::output::write_atomic(path, out).map_err(|e| io(path, e))
 }
 
 /// Loads an FDO directory as jax-tpu-embedding's NPZ client does: the latest `fdo_stats_<process>_<time>.npz`
@@ -366,7 +374,7 @@ mod tests {
         assert_eq!(limits["t_a"].max_unique_ids_per_partition, 2);
         assert_eq!(limits["t_a"].suggested_coo_buffer_size_per_device, Some(96));
         let bad = dir.join("bad.csv");
-        std::fs::write(&bad, "key,values\nt_max_ids,1 x\n").unwrap();
+        sim_core::output::write_atomic(&bad, "key,values\nt_max_ids,1 x\n").unwrap();
         assert!(read_fdo_csv(&bad)
             .unwrap_err()
             .to_string()
@@ -411,7 +419,7 @@ mod tests {
             ),
         ] {
             let p = dir.join(name);
-            std::fs::write(&p, text).unwrap();
+            sim_core::output::write_atomic(&p, text).unwrap();
             let err = LimitsFile::read(&p).unwrap_err().to_string();
             assert!(err.contains(field), "{err}");
         }
