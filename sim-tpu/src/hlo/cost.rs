@@ -273,7 +273,12 @@ fn mxu_work(g: &Graph<'_>, node: &Node<'_>) -> Option<(MxuWork, u64)> {
         .ins
         .attr("window")
         .and_then(|w| w.split_whitespace().find_map(|f| f.strip_prefix("lhs_dilate=")))
-        .map(|d| d.trim_end_matches('}').split('x').map(|x| x.parse().unwrap_or(1)).collect())
+        .map(|d| {
+            d.trim_end_matches('}')
+                .split('x')
+                .map(|x| x.parse().unwrap_or(1))
+                .collect()
+        })
         .unwrap_or_default();
     let taps: Vec<u64> = taps
         .iter()
