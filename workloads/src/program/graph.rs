@@ -39,6 +39,8 @@ pub enum Stage {
     TcUpdate,
     /// Fixed cost of each TensorCore kernel.
     KernelLaunch,
+    /// The user's HLO step on the TensorCore (forward, backward and optimizer together).
+    TcProgram,
 }
 
 impl Stage {
@@ -56,6 +58,7 @@ impl Stage {
             Stage::TcBackward => "tc_backward",
             Stage::TcUpdate => "tc_update",
             Stage::KernelLaunch => "kernel_launch",
+            Stage::TcProgram => "tc_program",
         }
     }
 
@@ -73,6 +76,7 @@ impl Stage {
             Stage::TcBackward => "TensorCore backward",
             Stage::TcUpdate => "dense optimizer update",
             Stage::KernelLaunch => "TensorCore kernel launches",
+            Stage::TcProgram => "TensorCore step (your HLO)",
         }
     }
 }
@@ -246,6 +250,7 @@ impl StepGraph {
             KernelRole::Forward => Stage::TcForward,
             KernelRole::Backward => Stage::TcBackward,
             KernelRole::Update => Stage::TcUpdate,
+            KernelRole::Program => Stage::TcProgram,
         };
         let clock = self.tc_clock_hz;
         let launch_ps = (self.launch_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
@@ -253,6 +258,7 @@ impl StepGraph {
             KernelRole::Forward => "tc_fwd",
             KernelRole::Backward => "tc_bwd",
             KernelRole::Update => "tc_update",
+            KernelRole::Program => "tc_program",
         };
         let c = self.task(
             Task::occupy(self.units.tc, (k.cycles + self.launch_cycles).max(1))
