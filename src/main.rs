@@ -44,6 +44,13 @@ enum Command {
 }
 
 fn main() -> ExitCode {
+    // A closed stdout (`tpusim run ... | head -1`) ends the program as any Unix filter ends: by SIGPIPE,
+    // quietly, instead of a panic in the middle of printing.
+    #[cfg(unix)]
+    // SAFETY: restoring the default disposition of one signal before any thread starts.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+    }
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

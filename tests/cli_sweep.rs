@@ -68,3 +68,126 @@ fn sweep_with_a_tight_limits_file_does_not_fit_and_reports_the_limits_needed() {
     assert_eq!(code, 2);
     assert!(err.contains("no-such-limits.toml"), "{err}");
 }
+
+/// The files a sweep writes, by name, with their bytes.
+fn outputs(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
+    ["sweep.csv", "sweep.json", "sweep.svg", "step_time.svg", "fit_map.svg"]
+        .iter()
+        .map(|n| (n.to_string(), std::fs::read(dir.join(n)).unwrap()))
+        .collect()
+}
+
+#[test]
+fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
+    let d = std::env::temp_dir().join(format!("tpusim-sweep-shards-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    let grid = [
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4,8",
+        "--batch",
+        "2048,4096",
+        "--steps",
+        "2",
+        "--target",
+        "1e6",
+        "-j",
+        "2",
+    ];
+    let with = |extra: &[&str]| {
+        let mut v: Vec<&str> = grid.to_vec();
+        v.extend_from_slice(extra);
+        tpusim(&v)
+    };
+    let whole = d.join("whole");
+    let (code, whole_out, err) = with(&["-o", whole.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    // Three shards of 8 configurations (3, 3 and 2), two of them written to the same directory.
+    let (a, b) = (d.join("a"), d.join("b"));
+    for (shard, dir) in [("0/3", &a), ("1/3", &b), ("2/3", &a)] {
+        let (code, out, err) = with(&["--shard", shard, "-o", dir.to_str().unwrap()]);
+        assert_eq!(code, 0, "{err}");
+        assert!(out.contains("of 8 configurations"), "{out}");
+    }
+    assert!(a.join("sweep-shard-0-of-3.json").exists() && b.join("sweep-shard-1-of-3.json").exists());
+    let merged = d.join("merged");
+    let (code, merged_out, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        merged.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (w, m) = (outputs(&whole), outputs(&merged));
+    for ((name, x), (_, y)) in w.iter().zip(&m) {
+        assert!(x == y, "{name} differs between the whole sweep and the merged shards");
+    }
+    // 8 configurations and a header.
+    assert_eq!(String::from_utf8_lossy(&w[0].1).lines().count(), 9);
+    // The printed answers are the same too (only the output directory differs).
+    assert_eq!(
+        whole_out.replace(whole.to_str().unwrap(), "OUT"),
+        merged_out.replace(merged.to_str().unwrap(), "OUT")
+    );
+
+    // A missing shard, a shard given twice, shards of another sweep: exit 2, naming what is wrong.
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        a.to_str().unwrap(),
+        "-o",
+        d.join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("shard(s) 1/3 missing"), "{err}");
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        a.to_str().unwrap(),
+        b.to_str().unwrap(),
+        b.to_str().unwrap(),
+        "-o",
+        d.join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("shard 1/3 is also in"), "{err}");
+    let other = d.join("other");
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p",
+        "--chips",
+        "4",
+        "--batch",
+        "1024",
+        "--steps",
+        "2",
+        "--shard",
+        "1/3",
+        "-o",
+        other.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        a.to_str().unwrap(),
+        other.to_str().unwrap(),
+        "-o",
+        d.join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("shards of different sweeps"), "{err}");
+    let (code, _, err) = with(&["--shard", "3/3", "-o", d.join("x").to_str().unwrap()]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--shard 3/3"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

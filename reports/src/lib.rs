@@ -3,6 +3,8 @@
 //!
 //! Architecture invariant: reports never computes a simulated number; it presents what a run recorded.
 
+pub mod sweep;
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

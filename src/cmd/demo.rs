@@ -23,6 +23,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         record: true,
         chip_overrides: None,
         cache: None,
+        bounds: Default::default(),
     };
     let seq = simulate(&w, &opts)?;
     w.pipelining = Pipelining::Pipelined;

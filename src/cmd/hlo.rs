@@ -3,9 +3,7 @@
 use std::io::Write;
 use std::path::PathBuf;
 
-use anyhow::{bail, Context};
-use sim_tpu::chips::Chip;
-use sim_tpu::hlo::{report, HloModule};
+use anyhow::Context;
 
 /// Arguments of `tpusim hlo`.
 #[derive(clap::Args)]
@@ -32,27 +30,6 @@ pub struct Args {
     pub strict: bool,
 }
 
-fn overrides(sets: &[String]) -> anyhow::Result<serde_json::Value> {
-    let mut m = serde_json::Map::new();
-    for s in sets {
-        let (k, v) = s
-            .split_once('=')
-            .with_context(|| format!("--set {s}: expected chip.FIELD=VALUE"))?;
-        let Some(field) = k.trim().strip_prefix("chip.") else {
-            bail!("--set {s}: the key must start with `chip.` (e.g. chip.hbm_bytes_per_s=3.2e12)");
-        };
-        let v = v.trim();
-        // Numbers may be written 3.2e12; integer fields need whole values.
-        let value = match v.parse::<f64>() {
-            Ok(x) if x.fract() == 0.0 && x.abs() < 9.0e18 => serde_json::json!(x as i64),
-            Ok(x) => serde_json::json!(x),
-            Err(_) => serde_json::from_str(v).unwrap_or_else(|_| serde_json::json!(v)),
-        };
-        m.insert(field.to_string(), value);
-    }
-    Ok(serde_json::Value::Object(m))
-}
-
 fn mib(b: u64) -> String {
     format!("{:.2} MiB", b as f64 / (1 << 20) as f64)
 }
@@ -61,12 +38,10 @@ fn mib(b: u64) -> String {
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let text = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
     let text = String::from_utf8(text).with_context(|| format!("{}: not UTF-8 text", args.file.display()))?;
-    let module = HloModule::parse(&text).with_context(|| format!("{}", args.file.display()))?;
-    let chip = Chip::preset(&args.chip)
-        .context("option --chip")?
-        .with_overrides(&overrides(&args.set)?)
-        .context("option --set")?;
-    let r = report(&module, &chip).with_context(|| format!("{}", args.file.display()))?;
+    let origin = args.file.display().to_string();
+    let module = tpusim_api::hlo::parse(&text, &origin)?;
+    let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
+    let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
         let model = sim_tpu::hlo::chip_model(&chip)?;
         let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;

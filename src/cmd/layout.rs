@@ -3,9 +3,9 @@
 use std::io::BufRead;
 
 use anyhow::Context;
-use serde_json::{json, Value};
-use sim_core::layout::{parse_shape, Shape};
-use sim_tpu::tiling::{assign_tpu_layout, normalize_chip};
+use serde_json::json;
+use sim_core::layout::Shape;
+use tpusim_api::layout::{check_chip, facts, to_json, Facts, Query};
 
 /// Arguments of `tpusim layout`.
 #[derive(clap::Args)]
@@ -32,18 +32,6 @@ pub struct Args {
     pub svg: Option<std::path::PathBuf>,
 }
 
-/// The facts `tpusim layout` reports for one shape.
-struct Facts {
-    shape: Shape,
-    padded_bytes: u64,
-    data_bytes: u64,
-    unpadded_bytes: u64,
-    padding_overhead: f64,
-    physical_dims: Vec<u64>,
-    linear_index: Option<u64>,
-    logical_index: Option<Option<Vec<u64>>>,
-}
-
 fn parse_index(text: &str) -> anyhow::Result<Vec<i64>> {
     text.split(',')
         .map(|t| {
@@ -52,64 +40,6 @@ fn parse_index(text: &str) -> anyhow::Result<Vec<i64>> {
                 .with_context(|| format!("--index: '{t}' is not an integer"))
         })
         .collect()
-}
-
-fn facts(input: &str, args: &Args, index: &Option<Vec<i64>>) -> anyhow::Result<Facts> {
-    let mut shape = parse_shape(input.trim())?;
-    if let Some(chip) = &args.tpu {
-        shape = assign_tpu_layout(&shape, chip)?;
-    }
-    let Shape::Array(array) = &shape else {
-        let padded = shape.padded_bytes()?;
-        return Ok(Facts {
-            shape,
-            padded_bytes: padded,
-            data_bytes: padded,
-            unpadded_bytes: padded,
-            padding_overhead: 0.0,
-            physical_dims: vec![],
-            linear_index: None,
-            logical_index: None,
-        });
-    };
-    let g = array.geometry()?;
-    let linear_index = match index {
-        Some(i) => Some(g.linear_index(i)?),
-        None => None,
-    };
-    let logical_index = args.offset.map(|o| g.logical_index(o));
-    Ok(Facts {
-        padded_bytes: g.padded_bytes()?,
-        data_bytes: g.data_bytes()?,
-        unpadded_bytes: g.unpadded_bytes()?,
-        padding_overhead: g.padding_overhead()?,
-        physical_dims: g.tiled_dims.clone(),
-        linear_index,
-        logical_index,
-        shape,
-    })
-}
-
-fn to_json(input: &str, f: &Facts) -> Value {
-    let mut v = json!({
-        "input": input,
-        "shape": f.shape.to_string(),
-        "padded_bytes": f.padded_bytes,
-        "data_bytes": f.data_bytes,
-        "unpadded_bytes": f.unpadded_bytes,
-        "padding_overhead": f.padding_overhead,
-        "physical_dims": f.physical_dims,
-    });
-    if let Some(i) = f.linear_index {
-        v["linear_index"] = json!(i);
-    }
-    if let Some(l) = &f.logical_index {
-        v["logical_index"] = match l {
-            Some(idx) => json!(idx),
-            None => Value::Null,
-        };
-    }
-    v
 }
 
 fn print_table(input: &str, f: &Facts) {
@@ -153,9 +83,13 @@ fn print_table(input: &str, f: &Facts) {
 /// Runs `tpusim layout`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(chip) = &args.tpu {
-        normalize_chip(chip)?;
+        check_chip(chip)?;
     }
-    let index = args.index.as_deref().map(parse_index).transpose()?;
+    let query = Query {
+        tpu: args.tpu.clone(),
+        index: args.index.as_deref().map(parse_index).transpose()?,
+        offset: args.offset,
+    };
     let mut inputs: Vec<String> = args.shapes.clone();
     if args.stdin {
         for line in std::io::stdin().lock().lines() {
@@ -170,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let mut failed = false;
     for (n, input) in inputs.iter().enumerate() {
-        match facts(input, &args, &index) {
+        match facts(input, &query) {
             Ok(f) => {
                 if args.json {
                     println!("{}", to_json(input, &f));

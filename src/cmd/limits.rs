@@ -1,6 +1,5 @@
 //! `tpusim limits`: compile-time checks, estimation from data, and validation before compiling.
 
-use std::collections::BTreeMap;
 use std::io::BufRead;
 use std::path::PathBuf;
 
@@ -8,13 +7,10 @@ use anyhow::Context;
 use clap::Subcommand;
 use serde_json::json;
 use sim_sparsecore::limits::estimate::{accumulate, consequences, estimate_limits, observe};
-use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, write_fdo_npz};
-use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
-use sim_sparsecore::limits::{
-    compile_check, CompileCase, FdoStats, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
-};
-use sim_sparsecore::preprocess::{build_stacks, read_npz};
-use sim_tpu::chips::{Chip, ChipSpec};
+use sim_sparsecore::limits::files::write_fdo_npz;
+use sim_sparsecore::limits::{compile_check, CompileCase, FdoStats, LimitsFile};
+use sim_sparsecore::preprocess::read_npz;
+use tpusim_api::limits::{check_case, chip_params, validate, IdsSource, LimitsSource};
 
 use super::preprocess::read_spec;
 
@@ -88,18 +84,6 @@ enum LimitsCommand {
     },
 }
 
-/// The SparseCore facts of a chip the compile-time verdict needs.
-pub fn compile_params(chip: &ChipSpec) -> anyhow::Result<ScCompileParams> {
-    if chip.sparsecores_per_chip == 0 {
-        anyhow::bail!("{} has no SparseCores", chip.name);
-    }
-    Ok(ScCompileParams {
-        num_sc_per_device: chip.sc_per_device() as u64,
-        tilespmem_bytes: chip.sc_tilespmem_bytes_available,
-        spmem_fixed_overhead_bytes: chip.sc_spmem_fixed_overhead_bytes,
-    })
-}
-
 /// Runs `tpusim limits`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     match args.command {
@@ -130,8 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 }
 
 fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) -> anyhow::Result<u8> {
-    let chip = Chip::preset(chip)?.spec;
-    let params = compile_params(&chip)?;
+    let (_, params) = chip_params(chip)?;
     let mut lines: Vec<String> = spec.into_iter().collect();
     if stdin {
         for l in std::io::stdin().lock().lines() {
@@ -158,19 +141,9 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
                 continue;
             }
         };
-        if case.dim == 0 || case.vocab == 0 || case.batch == 0 || case.max_ids == 0 || case.max_unique == 0 {
+        if let Err(e) = check_case(&case) {
             bad = true;
-            eprintln!("error: {line}: vocab, dim, batch, max_ids and max_unique must be positive");
-            continue;
-        }
-        // Keeps every byte count of the model inside u64 (the largest real values are ~2^30).
-        const MAX_VALUE: u64 = 1 << 40;
-        if [case.vocab, case.dim, case.batch, case.max_ids, case.max_unique]
-            .iter()
-            .any(|&v| v > MAX_VALUE)
-        {
-            bad = true;
-            eprintln!("error: {line}: vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}");
+            eprintln!("error: {line}: {e}");
             continue;
         }
         let v = compile_check(&case, &params);
@@ -300,153 +273,24 @@ fn validate_cmd(
     json: bool,
 ) -> anyhow::Result<u8> {
     let spec = read_spec(spec_path)?;
-    let chip = Chip::preset(chip)?.spec;
-    let params = compile_params(&chip)?;
-    if spec.num_sc_per_device as u64 != params.num_sc_per_device {
-        anyhow::bail!(
-            "{}: num_sc_per_device is {}, but a {} device has {} SparseCores",
-            spec_path.display(),
-            spec.num_sc_per_device,
-            chip.name,
-            params.num_sc_per_device
-        );
-    }
-    let overrides: BTreeMap<String, StackLimit> = match (&limits_path, &fdo) {
-        (Some(p), _) => LimitsFile::read(p)?.stacks,
-        (None, Some(d)) => limits_from_fdo(&load_fdo_dir(d)?, spec.num_sc_per_device as u64),
-        (None, None) => BTreeMap::new(),
+    let source = match (limits_path, fdo) {
+        (Some(p), _) => LimitsSource::File(p),
+        (None, Some(d)) => LimitsSource::Fdo(d),
+        (None, None) => LimitsSource::Spec,
     };
-    let spec = sim_sparsecore::limits::estimate::apply_limits(&spec, &overrides);
-    let stacks = build_stacks(&spec);
-    let mut observed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut runtime: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut runtime_fail = false;
-    for p in ids {
-        let batch = read_npz(p).with_context(|| p.display().to_string())?;
-        for (k, s) in observe(&spec, &batch)? {
-            let o = observed.entry(k).or_default();
-            o.0 = o.0.max(s.max_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
-            o.1 =
-                o.1.max(s.max_unique_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
-        }
-        let current: BTreeMap<String, StackLimit> = stacks
-            .iter()
-            .map(|s| {
-                (
-                    s.name.clone(),
-                    StackLimit {
-                        max_ids_per_partition: s.max_ids_per_partition as u64,
-                        max_unique_ids_per_partition: s.max_unique_ids_per_partition as u64,
-                        suggested_coo_buffer_size_per_device: s.suggested_coo_buffer_size_per_device,
-                    },
-                )
-            })
-            .collect();
-        for (k, c) in consequences(&spec, &current, &batch)? {
-            let text = if !c.would_abort {
-                "ok".to_string()
-            } else if spec.enable_minibatching && c.minibatches > 0 {
-                format!("needs {} minibatches", c.minibatches)
-            } else if spec.allow_id_dropping {
-                format!("drops {} ids", c.dropped_ids)
-            } else {
-                runtime_fail = true;
-                let mb = if c.minibatches > 0 {
-                    format!("needs {} minibatches with minibatching", c.minibatches)
-                } else {
-                    "aborts even with minibatching".to_string()
-                };
-                format!(
-                    "would abort: {} ({mb}; drops {} ids with dropping)",
-                    c.abort_message.as_deref().unwrap_or("a limit is exceeded"),
-                    c.dropped_ids
-                )
-            };
-            runtime.entry(k).or_default().push(format!("{}: {text}", p.display()));
-        }
-    }
-    let devices_batch = |s: &sim_sparsecore::preprocess::Stack| -> u64 {
-        s.features
-            .iter()
-            .map(|f| spec.features[f.feature].input_shape[0] / spec.local_device_count as u64)
-            .sum()
-    };
-    let mut rows = Vec::new();
-    let mut failed = runtime_fail;
-    // The one HBM sizing `tpusim run` uses: every chip holds 1/chips of each table (rows padded to the
-    // DMA granule; slots unknown here, so SGD's none), plus the SparseCore stacks all live at once.
-    let devices_per_chip = (chip.sparsecores_per_chip / chip.sc_per_device().max(1)).max(1) as u64;
-    let chips = (spec.global_device_count as u64 / devices_per_chip).max(1);
-    let hbm_inputs: Vec<StackHbmInput> = stacks
-        .iter()
-        .map(|s| StackHbmInput::from_stack(&spec, s, 4, 0))
-        .collect();
-    let sizing = sparsecore_hbm(&hbm_inputs, chips, chip.sc_dma_granule_bytes, 0);
-    let hbm_total = sizing.total_bytes();
-    for (si, s) in stacks.iter().enumerate() {
-        let case = |kind| CompileCase {
-            kind,
-            // Each device holds its shard of the stack.
-            vocab: s.stack_vocab_size.div_ceil(spec.global_device_count as u64),
-            dim: s.stack_embedding_dim,
-            batch: devices_batch(s),
-            max_ids: s.max_ids_per_partition as u64,
-            max_unique: s.max_unique_ids_per_partition as u64,
-        };
-        let fwd = compile_check(&case(ProgramKind::Fwd), &params);
-        let bwd = compile_check(&case(ProgramKind::GradSgd), &params);
-        failed |= !fwd.compiles || !bwd.compiles;
-        let first_table: usize = stacks[..si].iter().map(|x| x.tables.len()).sum();
-        let table_bytes: u64 = sizing.tables[first_table..first_table + s.tables.len()]
-            .iter()
-            .map(|t| t.1)
-            .sum();
-        let stack_bytes = sizing.stack_estimates[si].1.max(sizing.stack_estimates[si].2);
-        let (obs_ids, obs_unique) = observed.get(&s.name).copied().unwrap_or((0, 0));
-        let suggest = |obs: u64, largest: u64| {
-            if obs > 0 {
-                (obs.div_ceil(8) * 8).min(largest)
-            } else {
-                largest
-            }
-        };
-        // Suggested limits: the observed maxima rounded up to 8, within what compiles; the unique
-        // limit is searched with the suggested max_ids in place (a huge max_ids would leave none).
-        let suggested_ids = suggest(obs_ids, fwd.largest_max_ids.min(bwd.largest_max_ids));
-        let with_ids = |kind| CompileCase {
-            max_ids: suggested_ids.max(1),
-            max_unique: (s.max_unique_ids_per_partition as u64).min(suggested_ids.max(1)),
-            ..case(kind)
-        };
-        let largest_unique = compile_check(&with_ids(ProgramKind::Fwd), &params)
-            .largest_max_unique
-            .min(compile_check(&with_ids(ProgramKind::GradSgd), &params).largest_max_unique)
-            .min(suggested_ids);
-        let suggested_unique = suggest(obs_unique, largest_unique);
-        rows.push(json!({
-            "stack": s.name,
-            "max_ids_per_partition": s.max_ids_per_partition,
-            "max_unique_ids_per_partition": s.max_unique_ids_per_partition,
-            "compile_fwd": fwd,
-            "compile_grad_sgd": bwd,
-            "hbm_table_bytes_per_chip": table_bytes,
-            "hbm_stack_bytes": stack_bytes,
-            "observed_max_ids": obs_ids,
-            "observed_max_unique_ids": obs_unique,
-            "runtime": runtime.get(&s.name).cloned().unwrap_or_default(),
-            "suggested": {
-                "max_ids_per_partition": suggested_ids,
-                "max_unique_ids_per_partition": suggested_unique,
-            },
-        }));
-    }
-    let hbm_fits = hbm_total <= chip.hbm_bytes;
-    failed |= !hbm_fits;
+    let ids = ids.iter().cloned().map(IdsSource::Path).collect();
+    let v = validate(&spec, &spec_path.display().to_string(), chip, &source, ids)?;
+    let failed = v.failed;
+    let rows = v.json["stacks"].as_array().cloned().unwrap_or_default();
+    let hbm = &v.json["hbm"];
+    let (hbm_total, capacity, hbm_fits) = (
+        hbm["bytes_needed"].as_u64().unwrap_or(0),
+        hbm["capacity_bytes"].as_u64().unwrap_or(0),
+        hbm["fits"].as_bool().unwrap_or(false),
+    );
+    let chip_name = v.json["chip"].as_str().unwrap_or("");
     if json {
-        println!(
-            "{}",
-            json!({"chip": chip.name, "ok": !failed, "hbm": {"bytes_needed": hbm_total, "capacity_bytes": chip.hbm_bytes, "fits": hbm_fits}, "stacks": rows})
-        );
+        println!("{}", v.json);
     } else {
         println!(
             "{:<24} {:>8} {:>8} {:>10} {:>10} {:>8} {:>8}  run-time",
@@ -486,9 +330,7 @@ fn validate_cmd(
             );
         }
         println!(
-            "HBM: tables + SparseCore stacks {hbm_total} B of {} B on {}: {}",
-            chip.hbm_bytes,
-            chip.name,
+            "HBM: tables + SparseCore stacks {hbm_total} B of {capacity} B on {chip_name}: {}",
             if hbm_fits { "fits" } else { "does NOT fit" }
         );
         println!("{}", if failed { "verdict: FAIL" } else { "verdict: OK" });

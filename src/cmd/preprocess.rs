@@ -3,9 +3,9 @@
 
 use std::io::Write;
 
-use anyhow::Context;
-use serde_json::{json, Value};
-use sim_sparsecore::preprocess::{preprocess, read_npz, Options, PreprocessError, PreprocessSpec, StackOutput};
+use sim_sparsecore::preprocess::PreprocessSpec;
+use tpusim_api::preprocess::{output_json, preprocess, read_ids};
+use tpusim_api::ApiError;
 
 /// Arguments of `tpusim preprocess`.
 #[derive(clap::Args)]
@@ -26,42 +26,16 @@ pub struct Args {
 
 /// Reads and validates SPEC.json.
 pub fn read_spec(path: &std::path::Path) -> anyhow::Result<PreprocessSpec> {
-    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
-    PreprocessSpec::from_json(&text).with_context(|| format!("{}", path.display()))
-}
-
-fn stack_json(o: &StackOutput, stats_only: bool) -> Value {
-    let mut v = serde_json::Map::new();
-    if !stats_only {
-        v.insert("row_pointers".into(), json!(o.row_pointers));
-        v.insert("embedding_ids".into(), json!(o.embedding_ids));
-        v.insert("sample_ids".into(), json!(o.sample_ids));
-        // JSON has no NaN: padding gains are null.
-        let gains: Vec<Value> = o
-            .gains
-            .iter()
-            .map(|g| if g.is_nan() { Value::Null } else { json!(g) })
-            .collect();
-        v.insert("gains".into(), Value::Array(gains));
-    }
-    v.insert("num_minibatches".into(), json!(o.num_minibatches));
-    v.insert("max_ids_per_partition".into(), json!(o.max_ids_per_partition));
-    v.insert(
-        "max_unique_ids_per_partition".into(),
-        json!(o.max_unique_ids_per_partition),
-    );
-    v.insert("required_buffer_sizes".into(), json!(o.required_buffer_sizes));
-    v.insert("dropped_id_count".into(), json!(o.dropped_id_count));
-    Value::Object(v)
+    Ok(tpusim_api::preprocess::read_spec(path)?)
 }
 
 /// Runs `tpusim preprocess`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let spec = read_spec(&args.spec)?;
-    let ids = read_npz(&args.ids).with_context(|| format!("{}", args.ids.display()))?;
-    let out = match preprocess(&spec, &ids, Options { stats_only: args.stats }) {
+    let ids = read_ids(&args.ids)?;
+    let out = match preprocess(&spec, &ids, args.stats) {
         Ok(o) => o,
-        Err(PreprocessError::LimitExceeded(e)) => {
+        Err(ApiError::LimitExceeded(e)) => {
             eprintln!("error: {e}");
             return Ok(1);
         }
@@ -70,12 +44,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     if args.json {
-        let stacks: serde_json::Map<String, Value> = out
-            .stacks
-            .iter()
-            .map(|(n, o)| (n.clone(), stack_json(o, args.stats)))
-            .collect();
-        serde_json::to_writer(&mut w, &json!({ "stacks": stacks }))?;
+        serde_json::to_writer(&mut w, &output_json(&out, args.stats))?;
         writeln!(w)?;
     } else {
         writeln!(

@@ -3,7 +3,8 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use workloads::{simulate, Pipelining, RunOptions, RunResult, Workload};
+use tpusim_api::run::{summary_json, RunRequest};
+use workloads::{Pipelining, RunOptions, RunResult, Workload};
 
 /// Arguments of `tpusim run`.
 #[derive(clap::Args, Clone)]
@@ -52,73 +53,12 @@ pub struct Args {
     /// assumption and the ones the answer hangs on (JSON with --json).
     #[arg(long)]
     pub sensitivity: bool,
-}
-
-/// Splits `--set` values into workload overrides and chip overrides (`chip.FIELD=VALUE`).
-pub fn split_sets(sets: &[String]) -> anyhow::Result<(Vec<String>, serde_json::Map<String, serde_json::Value>)> {
-    let mut workload = Vec::new();
-    let mut chip = serde_json::Map::new();
-    for s in sets {
-        match s.strip_prefix("chip.") {
-            Some(rest) => {
-                let (k, v) = rest
-                    .split_once('=')
-                    .ok_or_else(|| anyhow::anyhow!("--set {s}: expected chip.FIELD=VALUE"))?;
-                let value: serde_json::Value =
-                    serde_json::from_str(v).unwrap_or_else(|_| serde_json::Value::String(v.to_string()));
-                chip.insert(k.to_string(), value);
-            }
-            None => workload.push(s.clone()),
-        }
-    }
-    Ok((workload, chip))
-}
-
-/// Applies `KEY=VALUE` overrides: the value is read as JSON (numbers, booleans, arrays, objects) or,
-/// failing that, as a string; KEY is a dotted path (array elements by index).
-pub fn apply_overrides(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
-    if sets.is_empty() {
-        return Ok(w.clone());
-    }
-    let mut v = serde_json::to_value(w)?;
-    for s in sets {
-        let (key, value) = s
-            .split_once('=')
-            .ok_or_else(|| anyhow::anyhow!("--set {s}: expected KEY=VALUE"))?;
-        let value: serde_json::Value =
-            serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
-        let mut cur = &mut v;
-        let parts: Vec<&str> = key.split('.').collect();
-        for (i, part) in parts.iter().enumerate() {
-            let last = i + 1 == parts.len();
-            cur = match cur {
-                serde_json::Value::Object(m) => {
-                    if last {
-                        m.insert(part.to_string(), value.clone());
-                        break;
-                    }
-                    m.entry(part.to_string())
-                        .or_insert_with(|| serde_json::Value::Object(Default::default()))
-                }
-                serde_json::Value::Array(a) => {
-                    let idx: usize = part
-                        .parse()
-                        .ok()
-                        .filter(|&i| i < a.len())
-                        .ok_or_else(|| anyhow::anyhow!("--set {s}: '{part}' is not an index below {}", a.len()))?;
-                    if last {
-                        a[idx] = value.clone();
-                        break;
-                    }
-                    &mut a[idx]
-                }
-                _ => anyhow::bail!("--set {s}: '{}' is not a table", parts[..i].join(".")),
-            };
-        }
-    }
-    let w: Workload = serde_json::from_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
-    w.validate()?;
-    Ok(w)
+    /// Largest number of steps to simulate (refused beyond, exit 2).
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_steps)]
+    pub max_steps: u64,
+    /// Largest number of ids one chip may generate per step (refused beyond, exit 2).
+    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_ids_per_step)]
+    pub max_ids: u64,
 }
 
 /// The report input of a run (one Gantt panel per run given).
@@ -141,79 +81,42 @@ pub fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult)
 
 /// The workload an invocation describes (file or preset, with overrides).
 pub fn load_workload(args: &Args) -> anyhow::Result<Workload> {
-    let mut w = match (&args.workload, &args.preset) {
-        (Some(p), _) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            let mut w = Workload::parse(&text).with_context(|| p.display().to_string())?;
-            w.resolve_paths(p.parent().unwrap_or(std::path::Path::new(".")));
-            w
-        }
-        (None, Some(name)) => Workload::preset(name)?,
-        (None, None) => anyhow::bail!(
-            "give a workload file or --preset NAME ({})",
-            Workload::preset_names().join(", ")
-        ),
-    };
-    if let Some(c) = &args.chip {
-        sim_tpu::chips::preset_name(c)?;
-        w.chip = c.clone();
+    Ok(tpusim_api::run::load_workload(&request(args))?)
+}
+
+/// The library's view of an invocation.
+pub fn request(args: &Args) -> RunRequest {
+    RunRequest {
+        workload: args.workload.clone(),
+        preset: args.preset.clone(),
+        chip: args.chip.clone(),
+        chips: args.chips,
+        batch: args.batch,
+        steps: args.steps,
+        pipelining: args.pipelining.as_deref().map(|p| {
+            if p == "sequential" {
+                Pipelining::Sequential
+            } else {
+                Pipelining::Pipelined
+            }
+        }),
+        set: args.set.clone(),
     }
-    if let Some(n) = args.chips {
-        // Another chip count takes that count's default slice unless --set topology names one.
-        if n != w.chips {
-            w.topology = None;
-        }
-        w.chips = n;
-    }
-    if let Some(b) = args.batch {
-        w.global_batch = b;
-    }
-    if let Some(s) = args.steps {
-        w.steps = s;
-    }
-    if let Some(p) = &args.pipelining {
-        w.pipelining = if p == "sequential" {
-            Pipelining::Sequential
-        } else {
-            Pipelining::Pipelined
-        };
-    }
-    let (sets, _) = split_sets(&args.set)?;
-    let w = apply_overrides(&w, &sets)?;
-    w.validate()?;
-    Ok(w)
 }
 
 /// Simulates an invocation's workload.
 pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
-    Ok(simulate(w, &run_options(args)?)?)
+    Ok(tpusim_api::run::simulate(w, &run_options(args)?)?)
 }
 
 /// The run options of an invocation: the chip file's overrides, then `--set chip.FIELD=VALUE`.
 pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
-    let mut chip = match &args.chip_file {
-        Some(p) => {
-            let v: serde_json::Value =
-                serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
-                    .with_context(|| format!("parsing {}", p.display()))?;
-            v.as_object()
-                .cloned()
-                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
-        }
-        None => serde_json::Map::new(),
+    let mut o = tpusim_api::run::run_options(&request(args), args.chip_file.as_deref(), args.functional)?;
+    o.bounds = workloads::spec::RunBounds {
+        max_steps: args.max_steps,
+        max_ids_per_step: args.max_ids,
     };
-    let (_, sets) = split_sets(&args.set)?;
-    chip.extend(sets);
-    Ok(RunOptions {
-        functional: args.functional,
-        record: true,
-        chip_overrides: if chip.is_empty() {
-            None
-        } else {
-            Some(serde_json::Value::Object(chip))
-        },
-        cache: None,
-    })
+    Ok(o)
 }
 
 /// Prints the human summary of a run.
@@ -340,7 +243,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             .with_context(|| dir.display().to_string())?;
     }
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&r.summary)?);
+        println!("{}", serde_json::to_string_pretty(&summary_json(&r)?)?);
     } else {
         print_summary(&w, &r);
         // Where fixed costs that rest on assumptions hold much of the step, say how far it can move.

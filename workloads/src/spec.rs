@@ -385,6 +385,35 @@ pub struct Workload {
     pub functional_learning_rate: Option<f32>,
 }
 
+/// Largest global batch (samples per step) a workload may name.
+pub const MAX_GLOBAL_BATCH: u64 = 1 << 31;
+/// Largest number of chips.
+pub const MAX_CHIPS: u32 = 1 << 16;
+/// Largest vocabulary: ids are int32.
+pub const MAX_VOCAB: u64 = i32::MAX as u64;
+/// Largest embedding dim.
+pub const MAX_DIM: u64 = 1 << 20;
+/// Largest ids per sample of one feature.
+pub const MAX_VALENCY: u64 = 1 << 16;
+
+/// Work a run may take on without the user raising the bound (`--max-steps`, `--max-ids`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct RunBounds {
+    /// Simulated steps.
+    pub max_steps: u64,
+    /// Ids generated for one chip in one step (all features).
+    pub max_ids_per_step: u64,
+}
+
+impl Default for RunBounds {
+    fn default() -> Self {
+        RunBounds {
+            max_steps: 10_000,
+            max_ids_per_step: 1 << 28,
+        }
+    }
+}
+
 const PRESETS: &[(&str, &str)] = &[
     ("dlrm-small", include_str!("../presets/dlrm-small.toml")),
     ("dlrm-criteo", include_str!("../presets/dlrm-criteo.toml")),
@@ -462,27 +491,62 @@ impl Workload {
                 self.chips as u64 * 4
             ));
         }
-        for f in &self.features {
+        if self.global_batch > MAX_GLOBAL_BATCH {
+            return bad(format!(
+                "global_batch = {}: at most {MAX_GLOBAL_BATCH} samples per step",
+                self.global_batch
+            ));
+        }
+        if self.chips > MAX_CHIPS {
+            return bad(format!("chips = {}: at most {MAX_CHIPS}", self.chips));
+        }
+        for (i, t) in self.tables.iter().enumerate() {
+            if t.vocab > MAX_VOCAB || t.dim > MAX_DIM {
+                return bad(format!(
+                    "tables[{i}] ({}): vocab = {} and dim = {} must be at most {MAX_VOCAB} (ids are int32) and {MAX_DIM}",
+                    t.name, t.vocab, t.dim
+                ));
+            }
+        }
+        for (i, f) in self.features.iter().enumerate() {
+            let at = format!("features[{i}] ({})", f.name);
             if !self.tables.iter().any(|t| t.name == f.table) {
-                return bad(format!("features.{}: unknown table '{}'", f.name, f.table));
+                let names: Vec<&str> = self.tables.iter().map(|t| t.name.as_str()).collect();
+                return bad(format!(
+                    "{at}.table: unknown table '{}' (tables: {})",
+                    f.table,
+                    names.join(", ")
+                ));
             }
             match f.valency {
-                Valency::Fixed(0) => return bad(format!("features.{}: valency must be at least 1", f.name)),
-                Valency::Uniform([lo, hi]) if lo > hi || hi == 0 => {
+                Valency::Fixed(n) if n == 0 || n > MAX_VALENCY => {
+                    return bad(format!("{at}.valency: fixed = {n}, valid 1..={MAX_VALENCY}"))
+                }
+                Valency::Uniform([lo, hi]) if lo > hi || hi == 0 || hi > MAX_VALENCY => {
                     return bad(format!(
-                        "features.{}: uniform valency needs 0 <= lo <= hi, hi >= 1",
-                        f.name
+                        "{at}.valency: uniform = [{lo}, {hi}], valid 0 <= lo <= hi, 1 <= hi <= {MAX_VALENCY}"
                     ))
                 }
-                Valency::Poisson(m) if m.is_nan() || m <= 0.0 => {
-                    return bad(format!("features.{}: poisson mean must be > 0", f.name))
+                Valency::Poisson(m) if !(m > 0.0 && m <= MAX_VALENCY as f64 / 4.0) => {
+                    return bad(format!(
+                        "{at}.valency: poisson mean = {m}, valid a finite number in (0, {}]",
+                        MAX_VALENCY / 4
+                    ))
                 }
                 _ => {}
             }
-            if let IdDist::Zipf(a) = f.ids {
-                if a.is_nan() || a <= 0.0 {
-                    return bad(format!("features.{}: zipf exponent must be > 0", f.name));
+            match f.ids {
+                IdDist::Zipf(a) if !(a > 0.0 && a <= 100.0) => {
+                    return bad(format!(
+                        "{at}.ids: zipf exponent = {a}, valid a finite number in (0, 100]"
+                    ));
                 }
+                IdDist::HotSet { fraction, size, .. } if !((0.0..=1.0).contains(&fraction) && size >= 1) => {
+                    return bad(format!(
+                        "{at}.ids: hot_set fraction = {fraction} and size = {size}, valid fraction in [0, 1] and size >= 1"
+                    ));
+                }
+                _ => {}
             }
         }
         if let Some(t) = &self.topology {
@@ -558,6 +622,36 @@ impl Workload {
     /// Tables placed on the TensorCore.
     pub fn tensorcore_tables(&self) -> impl Iterator<Item = &TableDef> {
         self.tables.iter().filter(|t| t.placement == Placement::Tensorcore)
+    }
+
+    /// Ids one chip generates per step at most (all features, at their largest valency).
+    pub fn max_ids_per_chip_step(&self) -> u64 {
+        self.features
+            .iter()
+            .map(|f| {
+                self.batch_per_chip()
+                    .saturating_mul(crate::ids::max_valency(&f.valency))
+            })
+            .fold(0u64, u64::saturating_add)
+    }
+
+    /// Refuses work beyond `bounds` up front, naming the bound and the flag that raises it.
+    pub fn check_bounds(&self, bounds: &RunBounds) -> Result<(), WorkloadError> {
+        if self.steps as u64 > bounds.max_steps {
+            return Err(WorkloadError::Spec(format!(
+                "steps = {}: more than the {} steps a run may simulate; raise the bound with --max-steps",
+                self.steps, bounds.max_steps
+            )));
+        }
+        let ids = self.max_ids_per_chip_step();
+        if ids > bounds.max_ids_per_step {
+            return Err(WorkloadError::Spec(format!(
+                "up to {ids} ids per chip per step (batch per chip {} x the features' valencies): more than the {} a run may generate; raise the bound with --max-ids",
+                self.batch_per_chip(),
+                bounds.max_ids_per_step
+            )));
+        }
+        Ok(())
     }
 
     /// Samples per chip per step.

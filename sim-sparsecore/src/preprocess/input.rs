@@ -100,31 +100,31 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
             }
             Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
         };
-        let mut bytes = Vec::with_capacity(member.size() as usize);
-        std::io::Read::read_to_end(&mut member, &mut bytes)
-            .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
-        let arr = npyz::NpyFile::new(&bytes[..]).map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
-        let shape = arr.shape().to_vec();
-        let dtype = arr.dtype();
-        let descr = dtype.descr();
-        let data = match descr.trim_matches('\'') {
-            "<i4" => Array::I32(
-                arr.into_vec::<i32>()
-                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
-            ),
-            "<i8" => Array::I64(
-                arr.into_vec::<i64>()
-                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
-            ),
-            "<f4" => Array::F32(
-                arr.into_vec::<f32>()
-                    .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?,
-            ),
-            other => {
-                return Err(PreprocessError::Input(format!(
-                    "array '{key}' has dtype {other}; expected int32 ids, int64 row_splits or float32 weights"
-                )))
-            }
+        // Never trust the declared size beyond what the stored bytes can inflate to (deflate expands
+        // at most ~1032:1), and never read more than declared.
+        let declared = member.size();
+        let limit = match member.compression() {
+            zip::CompressionMethod::Stored => member.compressed_size(),
+            _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
+        }
+        .min(declared);
+        let mut bytes = Vec::with_capacity(limit.min(64 << 20) as usize);
+        std::io::Read::read_to_end(
+            &mut std::io::Read::take(&mut member, limit.saturating_add(1)),
+            &mut bytes,
+        )
+        .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
+        if bytes.len() as u64 > limit {
+            return Err(PreprocessError::Input(format!(
+                "array '{key}': the zip member holds more than its declared {declared} bytes"
+            )));
+        }
+        let arr = super::npy::read_npy(&bytes).map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
+        let shape = arr.shape;
+        let data = match arr.data {
+            super::npy::NpyData::I32(v) => Array::I32(v),
+            super::npy::NpyData::I64(v) => Array::I64(v),
+            super::npy::NpyData::F32(v) => Array::F32(v),
         };
         Ok((shape, data))
     };
@@ -138,10 +138,11 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
                 "array '{name}' must be 2-D [rows, valency], got {shape:?}"
             )));
         }
-        batch.insert(
-            name.clone(),
-            FeatureIds::dense(values, shape[0] as usize, shape[1] as usize)?,
+        let (rows, valency) = (
+            usize::try_from(shape[0]).map_err(|_| PreprocessError::Input(format!("array '{name}': too many rows")))?,
+            usize::try_from(shape[1]).map_err(|_| PreprocessError::Input(format!("array '{name}': too wide")))?,
         );
+        batch.insert(name.clone(), FeatureIds::dense(values, rows, valency)?);
     }
     for name in names.iter().filter_map(|n| n.strip_suffix(".values")) {
         let (_, data) = read(&mut npz, &format!("{name}.values"))?;

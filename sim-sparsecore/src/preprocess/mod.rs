@@ -6,6 +6,7 @@
 mod group;
 pub mod input;
 pub mod minibatch;
+pub mod npy;
 mod radix;
 pub mod spec;
 pub mod stacking;

@@ -39,6 +39,8 @@ pub struct RunOptions {
     pub chip_overrides: Option<serde_json::Value>,
     /// Ids and step work shared with other runs of a sweep (results are the same without it).
     pub cache: Option<crate::cache::RunCache>,
+    /// Work the run may take on (steps, ids per step); beyond them it is refused up front.
+    pub bounds: crate::spec::RunBounds,
 }
 
 /// What a run produced.
@@ -74,6 +76,8 @@ pub struct RunResult {
 
 /// Simulates the workload's steps and summarises them.
 pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadError> {
+    w.validate()?;
+    w.check_bounds(&opts.bounds)?;
     let plan = resolve::resolve(w, opts.chip_overrides.as_ref())?;
     let work = work::run_work(&plan, opts.cache.as_ref())?;
     let dense = dense::dense_program(&plan)?;

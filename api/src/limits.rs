@@ -1,0 +1,272 @@
+//! `tpusim limits compile-check --json` and `tpusim limits validate --json`: the compile-time verdict
+//! of one case, and the verdict per stack of a spec (compile-time, HBM, run-time on id batches).
+
+use std::collections::BTreeMap;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use sim_sparsecore::limits::estimate::{apply_limits, consequences, observe};
+use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir};
+use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
+use sim_sparsecore::limits::{
+    compile_check as check, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
+};
+use sim_sparsecore::preprocess::{build_stacks, BatchIds, PreprocessSpec, Stack};
+use sim_tpu::chips::{Chip, ChipSpec};
+
+/// The SparseCore facts of a chip the compile-time verdict needs.
+pub fn compile_params(chip: &ChipSpec) -> crate::Result<ScCompileParams> {
+    if chip.sparsecores_per_chip == 0 {
+        return Err(anyhow::anyhow!("{} has no SparseCores", chip.name).into());
+    }
+    Ok(ScCompileParams {
+        num_sc_per_device: chip.sc_per_device() as u64,
+        tilespmem_bytes: chip.sc_tilespmem_bytes_available,
+        spmem_fixed_overhead_bytes: chip.sc_spmem_fixed_overhead_bytes,
+    })
+}
+
+/// The chip preset and its compile parameters.
+pub fn chip_params(chip: &str) -> crate::Result<(ChipSpec, ScCompileParams)> {
+    let spec = Chip::preset(chip).map_err(anyhow::Error::from)?.spec;
+    let params = compile_params(&spec)?;
+    Ok((spec, params))
+}
+
+/// Parses one compile-check case (`{"kind", "vocab", "dim", "batch", "max_ids", "max_unique"}`).
+pub fn parse_case(text: &str) -> crate::Result<CompileCase> {
+    let case: CompileCase = serde_json::from_str(text).map_err(anyhow::Error::from)?;
+    check_case(&case)?;
+    Ok(case)
+}
+
+/// Checks a case's values are in the range the model handles.
+pub fn check_case(case: &CompileCase) -> crate::Result<()> {
+    if case.dim == 0 || case.vocab == 0 || case.batch == 0 || case.max_ids == 0 || case.max_unique == 0 {
+        return Err(anyhow::anyhow!("vocab, dim, batch, max_ids and max_unique must be positive").into());
+    }
+    // Keeps every byte count of the model inside u64 (the largest real values are ~2^30).
+    const MAX_VALUE: u64 = 1 << 40;
+    if [case.vocab, case.dim, case.batch, case.max_ids, case.max_unique]
+        .iter()
+        .any(|&v| v > MAX_VALUE)
+    {
+        return Err(anyhow::anyhow!("vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}").into());
+    }
+    Ok(())
+}
+
+/// Will the XLA TPU compiler accept this case on `chip`? (one `compile-check --json` line)
+pub fn compile_check(case_text: &str, chip: &str) -> crate::Result<CompileVerdict> {
+    let (_, params) = chip_params(chip)?;
+    let case = parse_case(case_text)?;
+    Ok(check(&case, &params))
+}
+
+/// Where `validate` takes limits from, overriding the spec's own.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub enum LimitsSource {
+    /// The spec's limits.
+    #[default]
+    Spec,
+    /// A limits file (JSON or TOML).
+    File(PathBuf),
+    /// A directory of jax-tpu-embedding FDO stats (NPZ or CSV).
+    Fdo(PathBuf),
+}
+
+/// One id batch to check the run-time behaviour on.
+#[derive(Clone, Debug)]
+pub enum IdsSource {
+    /// An NPZ file, read when its turn comes (one batch in memory at a time).
+    Path(PathBuf),
+    /// Ids already in memory, with the label the verdicts name them by.
+    Batch {
+        /// Label in the run-time verdicts (the CLI uses the path).
+        label: String,
+        /// The ids.
+        ids: BatchIds,
+    },
+}
+
+/// The verdict of `limits validate`.
+#[derive(Clone, Debug)]
+pub struct Validation {
+    /// Whether a check fails (the CLI exits 1).
+    pub failed: bool,
+    /// The `--json` object: `{"chip", "ok", "hbm": {...}, "stacks": [...]}`.
+    pub json: Value,
+}
+
+/// Validates a spec's limits on a chip: compile-time per stack (lookup and backward), HBM (tables and
+/// SparseCore stacks), the run-time behaviour on each batch, and suggested limits.
+/// `spec_origin` names the spec in errors.
+pub fn validate(
+    spec: &PreprocessSpec,
+    spec_origin: &str,
+    chip: &str,
+    limits: &LimitsSource,
+    ids: Vec<IdsSource>,
+) -> crate::Result<Validation> {
+    Ok(validate_inner(spec, spec_origin, chip, limits, ids)?)
+}
+
+fn validate_inner(
+    spec: &PreprocessSpec,
+    spec_origin: &str,
+    chip: &str,
+    limits: &LimitsSource,
+    ids: Vec<IdsSource>,
+) -> anyhow::Result<Validation> {
+    let (chip, params) = chip_params(chip)?;
+    if spec.num_sc_per_device as u64 != params.num_sc_per_device {
+        anyhow::bail!(
+            "{spec_origin}: num_sc_per_device is {}, but a {} device has {} SparseCores",
+            spec.num_sc_per_device,
+            chip.name,
+            params.num_sc_per_device
+        );
+    }
+    let overrides: BTreeMap<String, StackLimit> = match limits {
+        LimitsSource::File(p) => LimitsFile::read(p)?.stacks,
+        LimitsSource::Fdo(d) => limits_from_fdo(&load_fdo_dir(d)?, spec.num_sc_per_device as u64),
+        LimitsSource::Spec => BTreeMap::new(),
+    };
+    let spec = apply_limits(spec, &overrides);
+    let stacks = build_stacks(&spec);
+    let mut observed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    let mut runtime: BTreeMap<String, Vec<String>> = BTreeMap::new();
+    let mut runtime_fail = false;
+    for source in ids {
+        let (label, batch) = match source {
+            IdsSource::Path(p) => {
+                let batch = sim_sparsecore::preprocess::read_npz(&p).with_context(|| p.display().to_string())?;
+                (p.display().to_string(), batch)
+            }
+            IdsSource::Batch { label, ids } => (label, ids),
+        };
+        for (k, s) in observe(&spec, &batch).with_context(|| label.clone())? {
+            let o = observed.entry(k).or_default();
+            o.0 = o.0.max(s.max_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
+            o.1 =
+                o.1.max(s.max_unique_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
+        }
+        let current: BTreeMap<String, StackLimit> = stacks
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    StackLimit {
+                        max_ids_per_partition: s.max_ids_per_partition as u64,
+                        max_unique_ids_per_partition: s.max_unique_ids_per_partition as u64,
+                        suggested_coo_buffer_size_per_device: s.suggested_coo_buffer_size_per_device,
+                    },
+                )
+            })
+            .collect();
+        for (k, c) in consequences(&spec, &current, &batch)? {
+            let text = if !c.would_abort {
+                "ok".to_string()
+            } else if spec.enable_minibatching && c.minibatches > 0 {
+                format!("needs {} minibatches", c.minibatches)
+            } else if spec.allow_id_dropping {
+                format!("drops {} ids", c.dropped_ids)
+            } else {
+                runtime_fail = true;
+                let mb = if c.minibatches > 0 {
+                    format!("needs {} minibatches with minibatching", c.minibatches)
+                } else {
+                    "aborts even with minibatching".to_string()
+                };
+                format!(
+                    "would abort: {} ({mb}; drops {} ids with dropping)",
+                    c.abort_message.as_deref().unwrap_or("a limit is exceeded"),
+                    c.dropped_ids
+                )
+            };
+            runtime.entry(k).or_default().push(format!("{label}: {text}"));
+        }
+    }
+    let devices_batch = |s: &Stack| -> u64 {
+        s.features
+            .iter()
+            .map(|f| spec.features[f.feature].input_shape[0] / spec.local_device_count as u64)
+            .sum()
+    };
+    let mut rows = Vec::new();
+    let mut failed = runtime_fail;
+    // The one HBM sizing `tpusim run` uses: every chip holds 1/chips of each table (rows padded to the
+    // DMA granule; slots unknown here, so SGD's none), plus the SparseCore stacks all live at once.
+    let devices_per_chip = (chip.sparsecores_per_chip / chip.sc_per_device().max(1)).max(1) as u64;
+    let chips = (spec.global_device_count as u64 / devices_per_chip).max(1);
+    let hbm_inputs: Vec<StackHbmInput> = stacks
+        .iter()
+        .map(|s| StackHbmInput::from_stack(&spec, s, 4, 0))
+        .collect();
+    let sizing = sparsecore_hbm(&hbm_inputs, chips, chip.sc_dma_granule_bytes, 0);
+    let hbm_total = sizing.total_bytes();
+    for (si, s) in stacks.iter().enumerate() {
+        let case = |kind| CompileCase {
+            kind,
+            // Each device holds its shard of the stack.
+            vocab: s.stack_vocab_size.div_ceil(spec.global_device_count as u64),
+            dim: s.stack_embedding_dim,
+            batch: devices_batch(s),
+            max_ids: s.max_ids_per_partition as u64,
+            max_unique: s.max_unique_ids_per_partition as u64,
+        };
+        let fwd = check(&case(ProgramKind::Fwd), &params);
+        let bwd = check(&case(ProgramKind::GradSgd), &params);
+        failed |= !fwd.compiles || !bwd.compiles;
+        let first_table: usize = stacks[..si].iter().map(|x| x.tables.len()).sum();
+        let table_bytes: u64 = sizing.tables[first_table..first_table + s.tables.len()]
+            .iter()
+            .map(|t| t.1)
+            .sum();
+        let stack_bytes = sizing.stack_estimates[si].1.max(sizing.stack_estimates[si].2);
+        let (obs_ids, obs_unique) = observed.get(&s.name).copied().unwrap_or((0, 0));
+        let suggest = |obs: u64, largest: u64| {
+            if obs > 0 {
+                (obs.div_ceil(8) * 8).min(largest)
+            } else {
+                largest
+            }
+        };
+        // Suggested limits: the observed maxima rounded up to 8, within what compiles; the unique
+        // limit is searched with the suggested max_ids in place (a huge max_ids would leave none).
+        let suggested_ids = suggest(obs_ids, fwd.largest_max_ids.min(bwd.largest_max_ids));
+        let with_ids = |kind| CompileCase {
+            max_ids: suggested_ids.max(1),
+            max_unique: (s.max_unique_ids_per_partition as u64).min(suggested_ids.max(1)),
+            ..case(kind)
+        };
+        let largest_unique = check(&with_ids(ProgramKind::Fwd), &params)
+            .largest_max_unique
+            .min(check(&with_ids(ProgramKind::GradSgd), &params).largest_max_unique)
+            .min(suggested_ids);
+        let suggested_unique = suggest(obs_unique, largest_unique);
+        rows.push(json!({
+            "stack": s.name,
+            "max_ids_per_partition": s.max_ids_per_partition,
+            "max_unique_ids_per_partition": s.max_unique_ids_per_partition,
+            "compile_fwd": fwd,
+            "compile_grad_sgd": bwd,
+            "hbm_table_bytes_per_chip": table_bytes,
+            "hbm_stack_bytes": stack_bytes,
+            "observed_max_ids": obs_ids,
+            "observed_max_unique_ids": obs_unique,
+            "runtime": runtime.get(&s.name).cloned().unwrap_or_default(),
+            "suggested": {
+                "max_ids_per_partition": suggested_ids,
+                "max_unique_ids_per_partition": suggested_unique,
+            },
+        }));
+    }
+    let hbm_fits = hbm_total <= chip.hbm_bytes;
+    failed |= !hbm_fits;
+    Ok(Validation {
+        failed,
+        json: json!({"chip": chip.name, "ok": !failed, "hbm": {"bytes_needed": hbm_total, "capacity_bytes": chip.hbm_bytes, "fits": hbm_fits}, "stacks": rows}),
+    })
+}

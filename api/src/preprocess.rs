@@ -1,0 +1,82 @@
+//! `tpusim preprocess --json`: SparseCore host preprocessing as jax-tpu-embedding does it
+//! (the preprocess contract), with the output in the CLI's schema.
+
+use anyhow::Context;
+use serde_json::{json, Value};
+use sim_sparsecore::preprocess::{
+    preprocess as run_preprocess, read_npz, BatchIds, Options, PreprocessError, PreprocessOutput, PreprocessSpec,
+    StackOutput,
+};
+
+use crate::ApiError;
+
+/// Reads and validates SPEC.json.
+pub fn read_spec(path: &std::path::Path) -> crate::Result<PreprocessSpec> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    parse_spec(&text, &path.display().to_string())
+}
+
+/// Parses SPEC.json text; `origin` names it in errors (a path, or `spec`).
+pub fn parse_spec(text: &str, origin: &str) -> crate::Result<PreprocessSpec> {
+    Ok(PreprocessSpec::from_json(text).with_context(|| origin.to_string())?)
+}
+
+/// Reads an id batch (NPZ in the contract's layout); errors name the file.
+pub fn read_ids(path: &std::path::Path) -> crate::Result<BatchIds> {
+    Ok(read_npz(path).with_context(|| format!("{}", path.display()))?)
+}
+
+/// Preprocesses one batch; a limit exceeded with dropping off is [`ApiError::LimitExceeded`].
+pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, stats_only: bool) -> crate::Result<PreprocessOutput> {
+    match run_preprocess(spec, ids, Options { stats_only }) {
+        Ok(o) => Ok(o),
+        Err(PreprocessError::LimitExceeded(e)) => Err(ApiError::LimitExceeded(e)),
+        Err(e) => Err(anyhow::Error::from(e).into()),
+    }
+}
+
+/// One stack's statistics in the `--json` schema (the four buffers left out).
+pub fn stack_stats_json(o: &StackOutput) -> serde_json::Map<String, Value> {
+    let mut v = serde_json::Map::new();
+    v.insert("num_minibatches".into(), json!(o.num_minibatches));
+    v.insert("max_ids_per_partition".into(), json!(o.max_ids_per_partition));
+    v.insert(
+        "max_unique_ids_per_partition".into(),
+        json!(o.max_unique_ids_per_partition),
+    );
+    v.insert("required_buffer_sizes".into(), json!(o.required_buffer_sizes));
+    v.insert("dropped_id_count".into(), json!(o.dropped_id_count));
+    v
+}
+
+/// Names of the four CSR buffers, in the `--json` order (they come before the statistics).
+pub const BUFFERS: [&str; 4] = ["row_pointers", "embedding_ids", "sample_ids", "gains"];
+
+/// One stack in the `--json` schema: buffers (unless `stats_only`; NaN gains as null), then statistics.
+pub fn stack_json(o: &StackOutput, stats_only: bool) -> Value {
+    let mut v = serde_json::Map::new();
+    if !stats_only {
+        v.insert("row_pointers".into(), json!(o.row_pointers));
+        v.insert("embedding_ids".into(), json!(o.embedding_ids));
+        v.insert("sample_ids".into(), json!(o.sample_ids));
+        // JSON has no NaN: padding gains are null.
+        let gains: Vec<Value> = o
+            .gains
+            .iter()
+            .map(|g| if g.is_nan() { Value::Null } else { json!(g) })
+            .collect();
+        v.insert("gains".into(), Value::Array(gains));
+    }
+    v.extend(stack_stats_json(o));
+    Value::Object(v)
+}
+
+/// The whole `--json` output: `{"stacks": {name: stack}}` in processing order.
+pub fn output_json(out: &PreprocessOutput, stats_only: bool) -> Value {
+    let stacks: serde_json::Map<String, Value> = out
+        .stacks
+        .iter()
+        .map(|(n, o)| (n.clone(), stack_json(o, stats_only)))
+        .collect();
+    json!({ "stacks": stacks })
+}

@@ -1,0 +1,189 @@
+//! `tpusim run --json`: one workload simulated, its summary in the CLI's schema.
+
+use std::path::{Path, PathBuf};
+
+use anyhow::Context;
+use serde_json::Value;
+use workloads::{Pipelining, RunOptions, RunResult, Workload};
+
+/// Which workload to run and the command line's overrides of it.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct RunRequest {
+    /// Workload file (TOML or JSON); exclusive with `preset`.
+    pub workload: Option<PathBuf>,
+    /// A built-in workload.
+    pub preset: Option<String>,
+    /// Chip preset.
+    pub chip: Option<String>,
+    /// Number of chips.
+    pub chips: Option<u32>,
+    /// Global batch.
+    pub batch: Option<u64>,
+    /// Steps to simulate.
+    pub steps: Option<u32>,
+    /// Sequential or pipelined.
+    pub pipelining: Option<Pipelining>,
+    /// `KEY=VALUE` what-if overrides (`--set`), applied last.
+    pub set: Vec<String>,
+}
+
+/// Reads a workload file; relative id and limits paths in it are taken from the file's directory.
+pub fn read_workload(path: &Path) -> crate::Result<Workload> {
+    let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;
+    let mut w = Workload::parse(&text).with_context(|| path.display().to_string())?;
+    w.resolve_paths(path.parent().unwrap_or(Path::new(".")));
+    Ok(w)
+}
+
+/// The workload a request describes (file or preset, with overrides), validated.
+pub fn load_workload(req: &RunRequest) -> crate::Result<Workload> {
+    Ok(load_inner(req)?)
+}
+
+fn load_inner(req: &RunRequest) -> anyhow::Result<Workload> {
+    let mut w = match (&req.workload, &req.preset) {
+        (Some(_), Some(_)) => anyhow::bail!("give a workload file or a preset, not both"),
+        (Some(p), None) => read_workload(p)?,
+        (None, Some(name)) => Workload::preset(name)?,
+        (None, None) => anyhow::bail!(
+            "give a workload file or --preset NAME ({})",
+            Workload::preset_names().join(", ")
+        ),
+    };
+    if let Some(c) = &req.chip {
+        sim_tpu::chips::preset_name(c)?;
+        w.chip = c.clone();
+    }
+    if let Some(n) = req.chips {
+        // Another chip count takes that count's default slice unless --set topology names one.
+        if n != w.chips {
+            w.topology = None;
+        }
+        w.chips = n;
+    }
+    if let Some(b) = req.batch {
+        w.global_batch = b;
+    }
+    if let Some(s) = req.steps {
+        w.steps = s;
+    }
+    if let Some(p) = req.pipelining {
+        w.pipelining = p;
+    }
+    let (sets, _) = split_sets(&req.set)?;
+    let w = apply_overrides(&w, &sets)?;
+    w.validate()?;
+    Ok(w)
+}
+
+/// Splits `--set` values into workload overrides and chip overrides (`chip.FIELD=VALUE`).
+pub fn split_sets(sets: &[String]) -> anyhow::Result<(Vec<String>, serde_json::Map<String, Value>)> {
+    let mut workload = Vec::new();
+    let mut chip = serde_json::Map::new();
+    for s in sets {
+        match s.strip_prefix("chip.") {
+            Some(rest) => {
+                let (k, v) = rest
+                    .split_once('=')
+                    .ok_or_else(|| anyhow::anyhow!("--set {s}: expected chip.FIELD=VALUE"))?;
+                let value: Value = serde_json::from_str(v).unwrap_or_else(|_| Value::String(v.to_string()));
+                chip.insert(k.to_string(), value);
+            }
+            None => workload.push(s.clone()),
+        }
+    }
+    Ok((workload, chip))
+}
+
+/// The run options of a request: a chip file's overrides (`--chip-file`), then the request's
+/// `chip.FIELD=VALUE` sets.
+pub fn run_options(req: &RunRequest, chip_file: Option<&Path>, functional: bool) -> crate::Result<RunOptions> {
+    Ok(run_options_inner(req, chip_file, functional)?)
+}
+
+fn run_options_inner(req: &RunRequest, chip_file: Option<&Path>, functional: bool) -> anyhow::Result<RunOptions> {
+    let mut chip = match chip_file {
+        Some(p) => {
+            let v: Value = serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
+                .with_context(|| format!("parsing {}", p.display()))?;
+            v.as_object()
+                .cloned()
+                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
+        }
+        None => serde_json::Map::new(),
+    };
+    let (_, sets) = split_sets(&req.set)?;
+    chip.extend(sets);
+    Ok(RunOptions {
+        functional,
+        record: true,
+        chip_overrides: if chip.is_empty() {
+            None
+        } else {
+            Some(Value::Object(chip))
+        },
+        cache: None,
+        bounds: Default::default(),
+    })
+}
+
+/// Applies `KEY=VALUE` overrides: the value is read as JSON (numbers, booleans, arrays, objects) or,
+/// failing that, as a string; KEY is a dotted path (array elements by index).
+pub fn apply_overrides(w: &Workload, sets: &[String]) -> crate::Result<Workload> {
+    Ok(apply_inner(w, sets)?)
+}
+
+fn apply_inner(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
+    if sets.is_empty() {
+        return Ok(w.clone());
+    }
+    let mut v = serde_json::to_value(w)?;
+    for s in sets {
+        let (key, value) = s
+            .split_once('=')
+            .ok_or_else(|| anyhow::anyhow!("--set {s}: expected KEY=VALUE"))?;
+        let value: serde_json::Value =
+            serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        let mut cur = &mut v;
+        let parts: Vec<&str> = key.split('.').collect();
+        for (i, part) in parts.iter().enumerate() {
+            let last = i + 1 == parts.len();
+            cur = match cur {
+                serde_json::Value::Object(m) => {
+                    if last {
+                        m.insert(part.to_string(), value.clone());
+                        break;
+                    }
+                    m.entry(part.to_string())
+                        .or_insert_with(|| serde_json::Value::Object(Default::default()))
+                }
+                serde_json::Value::Array(a) => {
+                    let idx: usize = part
+                        .parse()
+                        .ok()
+                        .filter(|&i| i < a.len())
+                        .ok_or_else(|| anyhow::anyhow!("--set {s}: '{part}' is not an index below {}", a.len()))?;
+                    if last {
+                        a[idx] = value.clone();
+                        break;
+                    }
+                    &mut a[idx]
+                }
+                _ => anyhow::bail!("--set {s}: '{}' is not a table", parts[..i].join(".")),
+            };
+        }
+    }
+    let w: Workload = serde_json::from_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+    w.validate()?;
+    Ok(w)
+}
+
+/// Simulates a workload (the library's `simulate`, errors as [`crate::ApiError`]).
+pub fn simulate(w: &Workload, opts: &RunOptions) -> crate::Result<RunResult> {
+    Ok(workloads::simulate(w, opts).map_err(anyhow::Error::from)?)
+}
+
+/// The `run --json` summary of a run.
+pub fn summary_json(r: &RunResult) -> crate::Result<Value> {
+    Ok(serde_json::to_value(&r.summary).map_err(anyhow::Error::from)?)
+}
