@@ -193,3 +193,29 @@ fn recursive_and_exploding_calls_are_refused() {
     let e = cost_module(&HloModule::parse(&text).unwrap(), &v5e()).unwrap_err();
     assert!(e.to_string().contains("instructions after inlining"), "{e}");
 }
+
+#[test]
+fn what_if_chips_scale_the_right_rates() {
+    use sim_tpu::chips::Chip;
+    use sim_tpu::hlo::chip_model;
+    let base = Chip::preset("v5e").unwrap();
+    let m0 = chip_model(&base).unwrap();
+    assert_eq!(m0, ChipModel::preset("v5e").unwrap());
+    let hbm = base.spec.hbm_bytes_per_s * 2;
+    let fast = base
+        .clone()
+        .with_overrides(&serde_json::json!({ "hbm_bytes_per_s": hbm }))
+        .unwrap();
+    let m1 = chip_model(&fast).unwrap();
+    assert!((m1.params.mm_hbm_bytes_per_cycle / m0.params.mm_hbm_bytes_per_cycle - 2.0).abs() < 1e-9);
+    assert_eq!(m1.mxu, m0.mxu);
+    let wide = base
+        .clone()
+        .with_overrides(&serde_json::json!({ "mxus_per_tensorcore": 8 }))
+        .unwrap();
+    assert_eq!(chip_model(&wide).unwrap().mxu.count, 2 * m0.mxu.count);
+    let zero = base
+        .with_overrides(&serde_json::json!({ "hbm_bytes_per_s": 0 }))
+        .unwrap();
+    assert!(chip_model(&zero).is_err());
+}

@@ -19,7 +19,8 @@
 //! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
 //! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
 //!
-//! Kernels run in a topological order of their dataflow (ties: program order).
+//! Kernels run in a topological order of their dataflow chosen as a memory-minimising list scheduler would:
+//! of the ready kernels, the one freeing the most buffer bytes net of its allocations (ties: program order).
 
 use std::collections::BTreeSet;
 
@@ -263,7 +264,7 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             multi_output,
         };
         gr.run();
-        if let Some(groups) = assemble(g, &mut gr) {
+        if let Some(groups) = assemble(g, &mut gr, bytes) {
             return Ok(groups);
         }
     }
@@ -273,7 +274,7 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
 
 /// Members, inputs and outputs of each kernel, ordered topologically; None if kernels depend on each other
 /// circularly.
-fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
+fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>, bytes: &dyn Fn(usize) -> u64) -> Option<Vec<Group>> {
     // Resolve merged kernels and renumber the surviving ones densely.
     let roots: Vec<u32> = (0..gr.kinds.len() as u32).map(|k| gr.find(k)).collect();
     let mut dense = vec![u32::MAX; roots.len()];
@@ -349,7 +350,8 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
             }
         }
     }
-    // Kahn's order over kernels, ties by their anchors' program order.
+    // A list schedule as the compiler's memory-minimising scheduler makes: of the kernels whose inputs are
+    // ready, run the one that frees the most buffer bytes net of what it allocates; ties in program order.
     let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
     let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (gi, p) in preds.iter().enumerate() {
@@ -357,14 +359,46 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>) -> Option<Vec<Group>> {
             succ[x].push(gi);
         }
     }
-    let mut ready: BTreeSet<(usize, usize)> = (0..k).filter(|&x| indeg[x] == 0).map(|x| (gr.anchors[x], x)).collect();
+    let entry_outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    // Kernels still to read each buffer.
+    let mut readers: std::collections::HashMap<usize, usize> = std::collections::HashMap::new();
+    for ins in &inputs {
+        for &i in ins {
+            *readers.entry(i).or_insert(0) += 1;
+        }
+    }
+    let net = |x: usize, readers: &std::collections::HashMap<usize, usize>| -> i128 {
+        let alloc: u64 = outputs[x]
+            .iter()
+            .filter(|o| !entry_outputs.contains(o))
+            .map(|&o| bytes(o))
+            .sum();
+        let freed: u64 = inputs[x]
+            .iter()
+            .filter(|i| readers.get(i) == Some(&1) && !entry_outputs.contains(i) && g.nodes[**i].param.is_none())
+            .map(|&i| bytes(i))
+            .sum();
+        alloc as i128 - freed as i128
+    };
+    let mut ready: Vec<usize> = (0..k).filter(|&x| indeg[x] == 0).collect();
     let mut order = Vec::with_capacity(k);
-    while let Some((_, x)) = ready.pop_first() {
+    while !ready.is_empty() {
+        let (pos, _) = ready
+            .iter()
+            .enumerate()
+            .min_by_key(|(_, &x)| (net(x, &readers), gr.anchors[x]))
+            .unwrap_or((0, &0));
+        let x = ready.swap_remove(pos);
         order.push(x);
+        for i in &inputs[x] {
+            if let Some(r) = readers.get_mut(i) {
+                *r = r.saturating_sub(1);
+            }
+        }
         for &s in &succ[x] {
             indeg[s] -= 1;
             if indeg[s] == 0 {
-                ready.insert((gr.anchors[s], s));
+                ready.push(s);
             }
         }
     }
