@@ -51,6 +51,13 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
+    // Ctrl-C or SIGTERM: no half-written file stays behind (outputs are renamed into place only
+    // when complete); the pending temporary files are removed and the run stops with 130.
+    let _ = ctrlc::set_handler(|| {
+        sim_core::output::remove_pending();
+        eprintln!("interrupted: no output was left half-written");
+        std::process::exit(130);
+    });
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {

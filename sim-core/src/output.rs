@@ -10,7 +10,10 @@ use std::sync::Mutex;
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 fn temp_path(path: &Path) -> PathBuf {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let tmp = format!(".{name}.tpusim-{}.tmp", std::process::id());
     path.with_file_name(tmp)
 }
@@ -49,7 +52,10 @@ pub fn write_with<E: From<std::io::Error>>(
 
 /// Like [`write_with`] for writers that need the file itself (seeking, zip archives): `fill` writes
 /// the temporary path it is given; it replaces `path` only when `fill` succeeded.
-pub fn write_via_path<E: From<std::io::Error>>(path: &Path, fill: impl FnOnce(&Path) -> Result<(), E>) -> Result<(), E> {
+pub fn write_via_path<E: From<std::io::Error>>(
+    path: &Path,
+    fill: impl FnOnce(&Path) -> Result<(), E>,
+) -> Result<(), E> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir)?;
     }
@@ -75,7 +81,10 @@ pub fn write_atomic(path: impl AsRef<Path>, bytes: impl AsRef<[u8]>) -> std::io:
 /// Checks that a file can be created at `path` (its directory exists or can be made, and is
 /// writable), before long work starts. Leaves nothing behind.
 pub fn check_writable(path: &Path) -> std::io::Result<()> {
-    let name = path.file_name().map(|n| n.to_string_lossy().into_owned()).unwrap_or_default();
+    let name = path
+        .file_name()
+        .map(|n| n.to_string_lossy().into_owned())
+        .unwrap_or_default();
     let probe = path.with_file_name(format!(".{name}.probe"));
     write_with(&probe, |_| Ok::<(), std::io::Error>(()))?;
     std::fs::remove_file(&probe)
@@ -105,7 +114,10 @@ mod tests {
         });
         assert!(r.is_err());
         assert_eq!(std::fs::read(&path).unwrap(), b"old");
-        let leftovers: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let leftovers: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(leftovers.len(), 1, "{leftovers:?}");
         write_atomic(&path, b"new").unwrap();
         assert_eq!(std::fs::read(&path).unwrap(), b"new");

@@ -76,6 +76,16 @@ pub enum SystolicError {
     /// A config key is missing or bad.
     #[error("config: {0}")]
     Config(String),
+    /// A layer's counts do not fit in 64 bits.
+    #[error("layer {layer} ({name}): {what} overflow 64-bit counts; use smaller dimensions")]
+    Overflow {
+        /// 0-based layer index.
+        layer: usize,
+        /// Layer name.
+        name: String,
+        /// Which count.
+        what: String,
+    },
     /// A topology line is bad.
     #[error("topology line {line}: {message}")]
     Topology {
@@ -159,10 +169,14 @@ pub fn parse_topology(text: &str) -> Result<Vec<Layer>, SystolicError> {
                     return Err(bad(format!("filter {fh}x{fw} is larger than the ifmap {ih}x{iw}")));
                 }
                 let (oh, ow) = ((ih - fh) / stride + 1, (iw - fw) / stride + 1);
+                let too_big = |what: &str| bad(format!("{what} does not fit in 64 bits"));
                 Layer {
                     name: cells[0].into(),
-                    t: oh * ow,
-                    k: fh * fw * ch,
+                    t: oh.checked_mul(ow).ok_or_else(|| too_big("ofmap height x width"))?,
+                    k: fh
+                        .checked_mul(fw)
+                        .and_then(|x| x.checked_mul(ch))
+                        .ok_or_else(|| too_big("filter height x width x channels"))?,
                     n: nf,
                 }
             }
@@ -173,26 +187,34 @@ pub fn parse_topology(text: &str) -> Result<Vec<Layer>, SystolicError> {
     Ok(layers)
 }
 
-/// Compute cycles and utilisation of one layer.
-pub fn compute(cfg: &ArrayConfig, layer: &Layer, layer_id: usize) -> ComputeReport {
-    let (r, c) = (cfg.rows, cfg.cols);
+/// Compute cycles and utilisation of one layer; counts beyond 64 bits are an error, never wrapped.
+pub fn compute(cfg: &ArrayConfig, layer: &Layer, layer_id: usize) -> Result<ComputeReport, SystolicError> {
+    let (r, c) = (cfg.rows as u128, cfg.cols as u128);
     let (sr, sc, t) = match cfg.dataflow {
         Dataflow::Ws => (layer.k, layer.n, layer.t),
         Dataflow::Is => (layer.k, layer.t, layer.n),
         Dataflow::Os => (layer.t, layer.n, layer.k),
     };
-    let folds = sr.div_ceil(r) * sc.div_ceil(c);
-    let total = folds * (2 * r + c + t - 2) - 1;
+    let (sr, sc, t) = (sr as u128, sc as u128, t as u128);
+    let overflow = |what: &str| SystolicError::Overflow {
+        layer: layer_id,
+        name: layer.name.clone(),
+        what: what.into(),
+    };
+    // Every factor is below 2^64, so these u128 products cannot wrap; the result must fit u64.
+    let folds = sr.div_ceil(r.max(1)) * sc.div_ceil(c.max(1));
+    let total = (folds * (2 * r + c + t - 2)).saturating_sub(1);
+    let total = u64::try_from(total).map_err(|_| overflow("total cycles"))?;
     let macs = layer.t as f64 * layer.k as f64 * layer.n as f64;
     let util = macs / (total as f64 * (r * c) as f64) * 100.0;
-    ComputeReport {
+    Ok(ComputeReport {
         layer_id,
         total_cycles: total,
         stall_cycles: 0,
         overall_util_pct: util,
         mapping_efficiency_pct: (sr * sc) as f64 / (folds * r * c) as f64 * 100.0,
         compute_util_pct: util,
-    }
+    })
 }
 
 #[cfg(test)]
@@ -216,10 +238,21 @@ mod tests {
             k: m,
             n: m,
         };
-        assert_eq!(compute(&cfg(Dataflow::Ws), &l(256), 0).total_cycles, 2_551);
-        assert_eq!(compute(&cfg(Dataflow::Ws), &l(1024), 0).total_cycles, 89_983);
-        assert_eq!(compute(&cfg(Dataflow::Os), &l(256), 0).total_cycles, 2_551);
-        let r = compute(&cfg(Dataflow::Ws), &l(1024), 0);
+        assert_eq!(compute(&cfg(Dataflow::Ws), &l(256), 0).unwrap().total_cycles, 2_551);
+        assert_eq!(compute(&cfg(Dataflow::Ws), &l(1024), 0).unwrap().total_cycles, 89_983);
+        assert_eq!(compute(&cfg(Dataflow::Os), &l(256), 0).unwrap().total_cycles, 2_551);
+        let r = compute(&cfg(Dataflow::Ws), &l(1024), 0).unwrap();
+        // Counts past 64 bits are an error, not a wrapped number.
+        let huge = Layer {
+            name: "big".into(),
+            t: u64::MAX,
+            k: u64::MAX,
+            n: u64::MAX,
+        };
+        assert!(matches!(
+            compute(&cfg(Dataflow::Ws), &huge, 3),
+            Err(SystolicError::Overflow { layer: 3, .. })
+        ));
         assert!((r.mapping_efficiency_pct - 100.0).abs() < 1e-9);
         assert!(r.overall_util_pct < 100.0 && r.overall_util_pct > 70.0);
     }

@@ -117,7 +117,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 if n == 0 {
                     if let Some(path) = &args.svg {
                         let svg = super::layout_svg::render(&f.shape)?;
-                        sim_core::output::write_atomic(path, svg).with_context(|| format!("writing {}", path.display()))?;
+                        sim_core::output::write_atomic(path, svg)
+                            .with_context(|| format!("writing {}", path.display()))?;
                         if !args.json {
                             println!("  picture          {}", path.display());
                         }

@@ -29,7 +29,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let mut csv =
         String::from("LayerID, Total Cycles, Stall Cycles, Overall Util %, Mapping Efficiency %, Compute Util %,\n");
     for (i, l) in layers.iter().enumerate() {
-        let r = compute(&cfg, l, i);
+        let r = compute(&cfg, l, i)?;
         csv.push_str(&format!(
             "{}, {}, {}, {:.4}, {:.4}, {:.4},\n",
             r.layer_id,
