@@ -49,6 +49,23 @@ fn main() {
                 scored: r["estimate_complete"].as_bool().unwrap(),
             })
             .collect();
+        // VMEM budget for temporaries (first: it decides which buffers cross HBM, and temp bytes do not depend
+        // on the cycle constants): the candidate (multiples of 1 MiB up to the chip's VMEM) with the least
+        // median temp error.
+        let mut best_t = (f64::MAX, 0u64);
+        for mib in (0..=vmem >> 20).step_by(1) {
+            let mut h = start.clone();
+            h.vmem_temp_bytes = mib << 20;
+            let errs: Vec<f64> = recs
+                .iter()
+                .map(|r| temp_error(cost_module_with(&r.module, &chip, &h).unwrap().temp_bytes, r.temp))
+                .collect();
+            let m = quantile(&errs, 0.5) + 0.1 * quantile(&errs, 0.9);
+            if m < best_t.0 - 1e-12 {
+                best_t = (m, mib << 20);
+            }
+        }
+        let vmem_budget = best_t.1;
         // Coordinate search on a log grid from a few starting points (the objective has local minima).
         let mut best_start = (f64::MAX, start.clone());
         for (lb, fo) in [
@@ -59,6 +76,7 @@ fn main() {
             (start.loop_block_cycles, start.fused_op_cycles),
         ] {
             let mut hp = start.clone();
+            hp.vmem_temp_bytes = vmem_budget;
             hp.loop_block_cycles = lb;
             hp.fused_op_cycles = fo;
             let mut best = objective(&recs, &chip, &hp);
@@ -93,22 +111,6 @@ fn main() {
             }
         }
         let mut hp = best_start.1;
-        // VMEM budget for temporaries: the candidate (multiples of 1 MiB up to the chip's VMEM) with the least
-        // median temp error.
-        let mut best_t = (f64::MAX, 0u64);
-        for mib in (0..=vmem >> 20).step_by(1) {
-            let mut h = hp.clone();
-            h.vmem_temp_bytes = mib << 20;
-            let errs: Vec<f64> = recs
-                .iter()
-                .map(|r| temp_error(cost_module_with(&r.module, &chip, &h).unwrap().temp_bytes, r.temp))
-                .collect();
-            let m = quantile(&errs, 0.5) + 0.1 * quantile(&errs, 0.9);
-            if m < best_t.0 - 1e-12 {
-                best_t = (m, mib << 20);
-            }
-        }
-        hp.vmem_temp_bytes = best_t.1;
         hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
         hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
         hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;

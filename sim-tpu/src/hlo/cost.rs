@@ -171,7 +171,8 @@ fn dims_of(s: &Shape) -> Vec<u64> {
     }
 }
 
-fn elements(s: &Shape) -> u64 {
+/// Logical elements of a shape (a tuple's summed).
+pub(super) fn elements(s: &Shape) -> u64 {
     match s {
         Shape::Array(_) => dims_of(s).iter().fold(1u64, |a, &d| a.saturating_mul(d)),
         Shape::Tuple(e) => e.iter().map(elements).fold(0u64, |a, x| a.saturating_add(x)),
@@ -392,13 +393,14 @@ fn cost_kernel(
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<KernelCost, HloError> {
     let p = &chip.params;
     let mut in_bytes = 0u64;
     let mut unpadded = 0u64;
     for &i in &k.inputs {
-        if is_scalar_constant(&g.nodes[i]) {
+        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) {
             continue;
         }
         let s = sizer.shape(&g.nodes[i].ins.shape)?;
@@ -408,6 +410,9 @@ fn cost_kernel(
     let mut out_bytes = 0u64;
     let mut out_elems = 0u64;
     for &o in &k.outputs {
+        if in_vmem.contains(&o) {
+            continue;
+        }
         let s = sizer.shape(&g.nodes[o].ins.shape)?;
         out_bytes = out_bytes.saturating_add(s.padded_bytes);
         out_elems = out_elems.saturating_add(s.padded_elements);
@@ -548,10 +553,15 @@ fn cost_kernel(
     })
 }
 
-/// Peak bytes of intermediate buffers in HBM in the kernel order. A buffer lives from the kernel writing it to
+/// Peak bytes of intermediate buffers in HBM in the kernel order, and the buffers placed in VMEM. A buffer lives from the kernel writing it to
 /// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
 /// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
-fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64) -> Result<u64, HloError> {
+fn place_buffers(
+    g: &Graph<'_>,
+    kernels: &[Group],
+    sizer: &Sizer,
+    vmem_budget: u64,
+) -> Result<(u64, BTreeSet<usize>), HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let mut last_use: HashMap<usize, usize> = HashMap::new();
     for (t, k) in kernels.iter().enumerate() {
@@ -559,7 +569,7 @@ fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64)
             last_use.insert(i, t);
         }
     }
-    // (start, end, bytes) in kernel order.
+    // (start, end, bytes, node) in kernel order.
     let mut buffers = Vec::new();
     for (t, k) in kernels.iter().enumerate() {
         for &o in &k.outputs {
@@ -567,17 +577,19 @@ fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64)
                 continue;
             }
             let end = last_use.get(&o).copied().unwrap_or(t).max(t);
-            buffers.push((t, end, sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes));
+            buffers.push((t, end, sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes, o));
         }
     }
     let mut hbm = vec![0i128; kernels.len() + 1];
     let mut vmem = vec![0u64; kernels.len() + 1];
-    for (start, end, b) in buffers {
+    let mut in_vmem = BTreeSet::new();
+    for (start, end, b, node) in buffers {
         let peak_vmem = vmem[start..=end].iter().copied().max().unwrap_or(0);
         if peak_vmem.saturating_add(b) <= vmem_budget {
             for v in &mut vmem[start..=end] {
                 *v += b;
             }
+            in_vmem.insert(node);
         } else {
             hbm[start] += b as i128;
             hbm[end + 1] -= b as i128;
@@ -589,7 +601,7 @@ fn temp_bytes(g: &Graph<'_>, kernels: &[Group], sizer: &Sizer, vmem_budget: u64)
         live += d;
         peak = peak.max(live);
     }
-    Ok(peak.max(0) as u64)
+    Ok((peak.max(0) as u64, in_vmem))
 }
 
 /// Costs one execution of `module`'s entry computation on `chip`.
@@ -624,16 +636,17 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         sizer.shape(&n.ins.shape).map_or(0, |s| s.padded_bytes)
     };
     let groups = group(&g, &node_bytes)?;
+    // Intermediates placed in VMEM are read and written there, not over HBM.
+    let (temp, in_vmem) = place_buffers(&g, &groups, &sizer, hp.vmem_temp_bytes)?;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
     for k in &groups {
-        let mut c = cost_kernel(&g, k, &sizer, chip, hp, &mut unmodelled)?;
+        let mut c = cost_kernel(&g, k, &sizer, chip, hp, &in_vmem, &mut unmodelled)?;
         c.start_cycle = t;
         t = t.saturating_add(c.cycles);
         kernels.push(c);
     }
-    let temp = temp_bytes(&g, &groups, &sizer, hp.vmem_temp_bytes)?;
     Ok(ModuleCost {
         chip: chip.name.clone(),
         total_cycles: t,

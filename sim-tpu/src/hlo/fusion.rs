@@ -17,7 +17,10 @@
 //!   most twice the operand's bytes (a bias and activation on a matmul result, a dtype conversion); otherwise (the gradient of a softmax, recomputed from several
 //!   full-size tensors for two dots) it is written out once and the dots read it;
 //! - an entry output, or a value an unmodelled op reads, is written out by the kernel that computes it;
-//! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own.
+//! - everything else (gather, scatter, sort, custom-call, while, ...) is a kernel of its own;
+//! - then sibling loop and reduce kernels, neither depending on the other, that read the same large buffer over
+//!   the same iteration space become one multi-output kernel reading it once (the row and column reductions of a
+//!   normalisation's gradient, a residual add written out beside the reduction over it).
 //!
 //! Kernels run in a topological order of their dataflow chosen as a memory-minimising list scheduler would:
 //! of the ready kernels, the one freeing the most buffer bytes net of its allocations (ties: program order).
@@ -350,6 +353,8 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>, bytes: &dyn Fn(usize) -> u6
             }
         }
     }
+    merge_siblings(g, gr, &mut members, &mut inputs, &mut outputs, &mut preds, bytes);
+    let k = gr.kinds.len();
     // A list schedule as the compiler's memory-minimising scheduler makes: of the kernels whose inputs are
     // ready, run the one that frees the most buffer bytes net of what it allocates; ties in program order.
     let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
@@ -417,4 +422,187 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>, bytes: &dyn Fn(usize) -> u6
             })
             .collect(),
     )
+}
+
+/// The iteration space of a loop or reduce kernel: the most elements any member walks (a reduction walks its
+/// operand, anything else its result).
+fn iteration_elements(g: &Graph<'_>, members: &[usize]) -> u64 {
+    members
+        .iter()
+        .map(|&m| {
+            let n = &g.nodes[m];
+            match (n.class, n.operands.first()) {
+                (OpClass::Reduce, Some(&o)) => super::cost::elements(&g.nodes[o].ins.shape),
+                _ => super::cost::elements(&n.ins.shape),
+            }
+        })
+        .max()
+        .unwrap_or(0)
+}
+
+/// Merges sibling loop/reduce kernels into multi-output kernels, as XLA's multi-output fusion does: two kernels
+/// that read the same buffer, where that buffer is the largest input of each, that walk the same number of
+/// elements, and where neither depends (transitively) on the other. Merged kernels keep the smaller index;
+/// the others are left empty and dropped by the caller's renumbering.
+fn merge_siblings(
+    g: &Graph<'_>,
+    gr: &mut Grouper<'_, '_>,
+    members: &mut Vec<Vec<usize>>,
+    inputs: &mut Vec<Vec<usize>>,
+    outputs: &mut Vec<Vec<usize>>,
+    preds: &mut Vec<BTreeSet<usize>>,
+    bytes: &dyn Fn(usize) -> u64,
+) {
+    let k = members.len();
+    let eligible = |x: usize, kinds: &[KernelKind]| matches!(kinds[x], KernelKind::Loop | KernelKind::Reduce);
+    if (0..k).filter(|&x| eligible(x, &gr.kinds)).count() < 2 {
+        return;
+    }
+    // Descendants of each kernel as bitsets (the kernel graph is acyclic here; otherwise merge nothing).
+    let words = k.div_ceil(64);
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
+    let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
+    for (x, p) in preds.iter().enumerate() {
+        for &y in p {
+            succ[y].push(x);
+        }
+    }
+    let mut topo: Vec<usize> = (0..k).filter(|&x| indeg[x] == 0).collect();
+    let mut at = 0;
+    while at < topo.len() {
+        let x = topo[at];
+        at += 1;
+        for &s in &succ[x] {
+            indeg[s] -= 1;
+            if indeg[s] == 0 {
+                topo.push(s);
+            }
+        }
+    }
+    if topo.len() < k {
+        return;
+    }
+    let mut reach = vec![0u64; k * words];
+    for &x in topo.iter().rev() {
+        for &s in &succ[x] {
+            reach[x * words + s / 64] |= 1 << (s % 64);
+            for w in 0..words {
+                let v = reach[s * words + w];
+                reach[x * words + w] |= v;
+            }
+        }
+    }
+    let reaches = |reach: &[u64], a: usize, b: usize| reach[a * words + b / 64] >> (b % 64) & 1 == 1;
+    let largest_input = |ins: &[usize]| ins.iter().map(|&i| bytes(i)).max().unwrap_or(0);
+    // Kernels reading each buffer, in kernel order.
+    let mut readers: std::collections::BTreeMap<usize, Vec<usize>> = std::collections::BTreeMap::new();
+    for (x, ins) in inputs.iter().enumerate() {
+        if eligible(x, &gr.kinds) {
+            for &i in ins {
+                readers.entry(i).or_default().push(x);
+            }
+        }
+    }
+    let mut alive = vec![true; k];
+    let mut iter: Vec<u64> = members.iter().map(|m| iteration_elements(g, m)).collect();
+    for (buffer, ks) in readers {
+        let b = bytes(buffer);
+        if b < 4096 || ks.len() < 2 {
+            continue;
+        }
+        for ai in 0..ks.len() {
+            let a = ks[ai];
+            if !alive[a] || largest_input(&inputs[a]) > b {
+                continue;
+            }
+            for &c in &ks[ai + 1..] {
+                if !alive[c] || iter[a] != iter[c] || largest_input(&inputs[c]) > b {
+                    continue;
+                }
+                if reaches(&reach, a, c) || reaches(&reach, c, a) {
+                    continue;
+                }
+                // Merge c into a.
+                alive[c] = false;
+                let mut m = std::mem::take(&mut members[c]);
+                members[a].append(&mut m);
+                members[a].sort_unstable();
+                members[a].dedup();
+                let moved = std::mem::take(&mut inputs[c]);
+                for i in moved {
+                    if !inputs[a].contains(&i) {
+                        inputs[a].push(i);
+                    }
+                }
+                let moved = std::mem::take(&mut outputs[c]);
+                for o in moved {
+                    if !outputs[a].contains(&o) {
+                        outputs[a].push(o);
+                    }
+                }
+                outputs[a].sort_unstable();
+                let moved = std::mem::take(&mut preds[c]);
+                preds[a].extend(moved);
+                if gr.kinds[c] == KernelKind::Reduce {
+                    gr.kinds[a] = KernelKind::Reduce;
+                }
+                iter[a] = iter[a].max(iter[c]);
+                // Whatever reached a or c now reaches a and all both reach.
+                let mut both = vec![0u64; words];
+                for (w, v) in both.iter_mut().enumerate() {
+                    *v = reach[a * words + w] | reach[c * words + w];
+                }
+                for x in 0..k {
+                    if x == a || reaches(&reach, x, a) || reaches(&reach, x, c) {
+                        for (w, v) in both.iter().enumerate() {
+                            reach[x * words + w] |= v;
+                        }
+                        if x != a {
+                            reach[x * words + a / 64] |= 1 << (a % 64);
+                        }
+                    }
+                }
+                // Kernels that waited on c wait on a.
+                for p in preds.iter_mut() {
+                    if p.remove(&c) {
+                        p.insert(a);
+                    }
+                }
+            }
+        }
+    }
+    if alive.iter().all(|&a| a) {
+        return;
+    }
+    // Drop the merged-away kernels and renumber.
+    let mut dense = vec![usize::MAX; k];
+    let mut n = 0;
+    for x in 0..k {
+        if alive[x] {
+            dense[x] = n;
+            n += 1;
+        }
+    }
+    retain_alive(members, &alive);
+    retain_alive(inputs, &alive);
+    retain_alive(outputs, &alive);
+    retain_alive(preds, &alive);
+    for p in preds.iter_mut() {
+        *p = p.iter().map(|&x| dense[x]).filter(|&x| x != usize::MAX).collect();
+    }
+    for (x, p) in preds.iter_mut().enumerate() {
+        p.remove(&x);
+    }
+    retain_alive(&mut gr.kinds, &alive);
+    retain_alive(&mut gr.anchors, &alive);
+    gr.parent = (0..gr.kinds.len() as u32).collect();
+}
+
+/// Keeps the elements whose flag in `alive` is set.
+fn retain_alive<T>(v: &mut Vec<T>, alive: &[bool]) {
+    let mut i = 0;
+    v.retain(|_| {
+        i += 1;
+        alive[i - 1]
+    });
 }
