@@ -70,6 +70,14 @@ fn facts_inner(input: &str, q: &Query) -> anyhow::Result<Facts> {
         Some(i) => Some(g.linear_index(i)?),
         None => None,
     };
+    if let Some(o) = q.offset {
+        if o >= g.padded_elements {
+            anyhow::bail!(
+                "--offset {o}: outside {shape}, which has {n} element offsets (valid: 0 to {n} exclusive, padding included)",
+                n = g.padded_elements
+            );
+        }
+    }
     let logical_index = q.offset.map(|o| g.logical_index(o));
     Ok(Facts {
         padded_bytes: g.padded_bytes()?,

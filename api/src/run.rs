@@ -53,6 +53,8 @@ fn load_inner(req: &RunRequest) -> anyhow::Result<Workload> {
     if let Some(c) = &req.chip {
         sim_tpu::chips::preset_name(c)?;
         w.chip = c.clone();
+    } else if let Some(p) = &req.workload {
+        sim_tpu::chips::preset_name(&w.chip).with_context(|| format!("{}: chip", p.display()))?;
     }
     if let Some(n) = req.chips {
         // Another chip count takes that count's default slice unless --set topology names one.
@@ -106,9 +108,20 @@ fn run_options_inner(req: &RunRequest, chip_file: Option<&Path>, functional: boo
         Some(p) => {
             let v: Value = serde_json::from_str(&std::fs::read_to_string(p).with_context(|| p.display().to_string())?)
                 .with_context(|| format!("parsing {}", p.display()))?;
-            v.as_object()
+            let m = v
+                .as_object()
                 .cloned()
-                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?
+                .ok_or_else(|| anyhow::anyhow!("{}: a chip file must be a JSON object", p.display()))?;
+            // A "chip"/"base" key names the preset the file starts from: it must be one.
+            for key in ["chip", "base"] {
+                if let Some(name) = m.get(key) {
+                    let name = name
+                        .as_str()
+                        .ok_or_else(|| anyhow::anyhow!("{}: {key} = {name}: expected a chip name", p.display()))?;
+                    sim_tpu::chips::preset_name(name).with_context(|| format!("{}: {key}", p.display()))?;
+                }
+            }
+            m
         }
         None => serde_json::Map::new(),
     };
@@ -173,7 +186,7 @@ fn apply_inner(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
             };
         }
     }
-    let w: Workload = serde_json::from_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+    let w: Workload = sim_core::de::json_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
     w.validate()?;
     Ok(w)
 }

@@ -178,6 +178,8 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
             "--chip x --chips x --batch make {count} configurations, more than the {max_configs} a sweep runs; raise the bound with --max-configs"
         );
     }
+    // Stated bounds first: steps and ids of every configuration, before any id is generated.
+    base.check_bounds(&req.bounds)?;
     let mut configs = Vec::new();
     for c in &req.chip {
         for &n in &req.chips {
@@ -189,6 +191,21 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
                 });
             }
         }
+    }
+    for c in &configs {
+        if c.chips == 0 {
+            continue; // refused per configuration by the workload's own checks
+        }
+        let mut w = base.clone();
+        if w.chips != c.chips {
+            w.topology = None;
+        }
+        (w.chip, w.chips, w.global_batch) = (c.chip.clone(), c.chips, c.batch);
+        if w.validate().is_err() {
+            continue; // an invalid configuration is a point with its error, not a bound
+        }
+        w.check_bounds(&req.bounds)
+            .with_context(|| format!("{} x {} at batch {}", c.chips, c.chip, c.batch))?;
     }
     Ok(SweepPlan {
         base,
@@ -308,7 +325,7 @@ fn warm_cache(plan: &SweepPlan, indices: &[usize], cache: &RunCache) {
             w.topology = None;
         }
         (w.chip, w.chips, w.global_batch) = (c.chip.clone(), c.chips, c.batch);
-        if c.chips > 0 && w.validate().is_ok() {
+        if c.chips > 0 && w.validate().is_ok() && w.check_bounds(&plan.bounds).is_ok() {
             for step in 0..w.steps {
                 // A failure here shows again, per configuration.
                 let _ = cache.batch_for_step(&w, step);

@@ -11,6 +11,7 @@
 //! Architecture invariant: sim-core knows nothing about TPUs; chip facts live in sim-tpu.
 
 pub mod buffer;
+pub mod de;
 pub mod engine;
 pub mod layout;
 pub mod memory;

@@ -172,16 +172,24 @@ impl Chip {
             self.sources.insert(k.clone(), source);
             slot.insert(k, v);
         }
-        self.spec = serde_json::from_value(Value::Object(current)).map_err(|e| ChipError::Invalid(e.to_string()))?;
-        self.params = serde_json::from_value(Value::Object(params)).map_err(|e| ChipError::Invalid(e.to_string()))?;
+        self.spec = sim_core::de::json_value(Value::Object(current)).map_err(ChipError::Invalid)?;
+        self.params = sim_core::de::json_value(Value::Object(params)).map_err(ChipError::Invalid)?;
         Ok(self)
     }
 
     /// Loads a chip: the preset `name` (or the file's "chip"/"base" key) with a file's overrides.
     pub fn load(name: Option<&str>, chip_file: Option<&Value>) -> Result<Chip, ChipError> {
-        let from_file = chip_file
-            .and_then(|v| v.get("chip").or(v.get("base")))
-            .and_then(|v| v.as_str());
+        // A file's "chip"/"base" must name a preset even when --chip wins over it.
+        let mut from_file = None;
+        for key in ["chip", "base"] {
+            if let Some(v) = chip_file.and_then(|f| f.get(key)) {
+                let n = v
+                    .as_str()
+                    .ok_or_else(|| ChipError::Invalid(format!("{key} = {v}: expected a chip name")))?;
+                preset_name(n)?;
+                from_file = from_file.or(Some(n));
+            }
+        }
         let base = name
             .or(from_file)
             .ok_or_else(|| ChipError::Invalid("no chip named (use --chip)".into()))?;

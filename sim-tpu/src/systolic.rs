@@ -98,24 +98,31 @@ pub enum SystolicError {
 
 /// Parses SCALE-Sim's .cfg (INI); keys are matched case-insensitively.
 pub fn parse_config(text: &str) -> Result<ArrayConfig, SystolicError> {
+    // Lower-cased key -> (the key as written, value, 1-based line).
     let mut kv = std::collections::BTreeMap::new();
-    for line in text.lines() {
+    for (n, line) in text.lines().enumerate() {
         let line = line.split(['#', ';']).next().unwrap_or("").trim();
         if line.is_empty() || line.starts_with('[') {
             continue;
         }
         if let Some((k, v)) = line.split_once([':', '=']) {
-            kv.insert(k.trim().to_ascii_lowercase(), v.trim().to_string());
+            kv.insert(
+                k.trim().to_ascii_lowercase(),
+                (k.trim().to_string(), v.trim().to_string(), n + 1),
+            );
         }
     }
     let num = |k: &str| -> Result<u64, SystolicError> {
-        let v = kv.get(k).ok_or_else(|| SystolicError::Config(format!("missing {k}")))?;
-        v.parse::<u64>()
-            .ok()
-            .filter(|&x| x > 0)
-            .ok_or_else(|| SystolicError::Config(format!("{k} must be a positive integer, got '{v}'")))
+        let (key, v, line) = kv
+            .get(&k.to_ascii_lowercase())
+            .ok_or_else(|| SystolicError::Config(format!("missing {k}")))?;
+        v.parse::<u64>().ok().filter(|&x| x > 0).ok_or_else(|| {
+            SystolicError::Config(format!(
+                "line {line}: {key} must be a positive integer, got '{v}'"
+            ))
+        })
     };
-    let dataflow = match kv.get("dataflow").map(|s| s.to_ascii_lowercase()).as_deref() {
+    let dataflow = match kv.get("dataflow").map(|s| s.1.to_ascii_lowercase()).as_deref() {
         Some("os") => Dataflow::Os,
         Some("ws") => Dataflow::Ws,
         Some("is") => Dataflow::Is,
@@ -126,9 +133,9 @@ pub fn parse_config(text: &str) -> Result<ArrayConfig, SystolicError> {
         }
     };
     Ok(ArrayConfig {
-        run_name: kv.get("run_name").cloned().unwrap_or_default(),
-        rows: num("arrayheight")?,
-        cols: num("arraywidth")?,
+        run_name: kv.get("run_name").map(|s| s.1.clone()).unwrap_or_default(),
+        rows: num("ArrayHeight")?,
+        cols: num("ArrayWidth")?,
         dataflow,
     })
 }

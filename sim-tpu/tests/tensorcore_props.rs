@@ -63,3 +63,33 @@ proptest! {
         prop_assert!(cc.cycles > 0 && cc.hbm_bytes >= cc.hbm_bytes_unpadded);
     }
 }
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, failure_persistence: None, ..ProptestConfig::default() })]
+
+    /// Any text as an op spec: a spec or an error, and a spec costs or errs, never panics.
+    #[test]
+    fn any_op_spec_text_gives_a_cost_or_an_error(s in "\\PC{0,120}") {
+        if let Ok(spec) = OpSpec::from_json(&s) {
+            let _ = cost(&spec, &chip(0));
+        }
+    }
+
+    /// Extreme sizes in every parameter: an error or a cost, never a wrapped number or a panic.
+    #[test]
+    fn extreme_op_sizes_never_panic(a in prop_oneof![Just(-1i128), Just(0), Just(1), Just(i64::MAX as i128), Just(1i128 << 32), any::<i32>().prop_map(i128::from)],
+                                    b in prop_oneof![Just(1i128), Just(i64::MAX as i128), Just(1i128 << 40), 1i128..5000], op in 0usize..5, c in 0usize..5) {
+        let text = match op {
+            0 => format!(r#"{{"op":"matmul","params":{{"M":{a},"K":{b},"N":{b},"dtype":"bfloat16"}}}}"#),
+            1 => format!(r#"{{"op":"add","params":{{"shape":[{a},{b}],"dtype":"float32"}}}}"#),
+            2 => format!(r#"{{"op":"batched_matmul","params":{{"B":{a},"M":{b},"K":{b},"N":{b},"dtype":"bfloat16"}}}}"#),
+            3 => format!(r#"{{"op":"conv2d_nhwc","params":{{"input":[{a},{b},{b},3],"kernel_hwio":[3,3,3,8],"stride":1,"padding":"SAME","dtype":"bfloat16"}}}}"#),
+            _ => format!(r#"{{"op":"sc_gather","params":{{"rows":{a},"row_bytes":{b}}}}}"#),
+        };
+        if let Ok(spec) = OpSpec::from_json(&text) {
+            if let Ok(r) = cost(&spec, &chip(c)) {
+                prop_assert!(r.hbm_bytes >= r.hbm_bytes_unpadded);
+            }
+        }
+    }
+}

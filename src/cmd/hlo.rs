@@ -28,6 +28,9 @@ pub struct Args {
     /// Exit 1 when the module has opcodes tpusim does not model.
     #[arg(long)]
     pub strict: bool,
+    /// Largest HLO file read, in bytes (refused beyond, exit 2, before reading it).
+    #[arg(long, value_name = "BYTES", default_value_t = 1 << 30)]
+    pub max_bytes: u64,
 }
 
 fn mib(b: u64) -> String {
@@ -36,7 +39,32 @@ fn mib(b: u64) -> String {
 
 /// Runs `tpusim hlo`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let text = std::fs::read(&args.file).with_context(|| format!("reading {}", args.file.display()))?;
+    let size = std::fs::metadata(&args.file)
+        .with_context(|| format!("reading {}", args.file.display()))?
+        .len();
+    if size > args.max_bytes {
+        anyhow::bail!(
+            "{}: {size} bytes, more than the {} bytes an HLO file may have; raise the bound with --max-bytes",
+            args.file.display(),
+            args.max_bytes
+        );
+    }
+    let mut text = Vec::new();
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(
+            std::fs::File::open(&args.file).with_context(|| format!("reading {}", args.file.display()))?,
+            args.max_bytes.saturating_add(1),
+        ),
+        &mut text,
+    )
+    .with_context(|| format!("reading {}", args.file.display()))?;
+    if text.len() as u64 > args.max_bytes {
+        anyhow::bail!(
+            "{}: more than the {} bytes an HLO file may have; raise the bound with --max-bytes",
+            args.file.display(),
+            args.max_bytes
+        );
+    }
     let text = String::from_utf8(text).with_context(|| format!("{}: not UTF-8 text", args.file.display()))?;
     let origin = args.file.display().to_string();
     let module = tpusim_api::hlo::parse(&text, &origin)?;

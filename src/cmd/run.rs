@@ -106,7 +106,20 @@ pub fn request(args: &Args) -> RunRequest {
 
 /// Simulates an invocation's workload.
 pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
-    Ok(tpusim_api::run::simulate(w, &run_options(args)?)?)
+    let opts = run_options(args)?;
+    // On a terminal, a spinner with the elapsed time while the steps run (Ctrl-C stops cleanly:
+    // exit 130, pending outputs removed); nothing when stderr is a file or a pipe.
+    let spinner = std::io::IsTerminal::is_terminal(&std::io::stderr()).then(|| {
+        let s = indicatif::ProgressBar::new_spinner();
+        s.set_message(format!("simulating {} steps of {} (Ctrl-C stops)", w.steps, w.name));
+        s.enable_steady_tick(std::time::Duration::from_millis(200));
+        s
+    });
+    let r = tpusim_api::run::simulate(w, &opts);
+    if let Some(s) = spinner {
+        s.finish_and_clear();
+    }
+    Ok(r?)
 }
 
 /// The run options of an invocation: the chip file's overrides, then `--set chip.FIELD=VALUE`.

@@ -432,9 +432,9 @@ impl Workload {
     /// Parses TOML (or JSON when the text starts with '{').
     pub fn parse(text: &str) -> Result<Workload, WorkloadError> {
         let w: Workload = if text.trim_start().starts_with('{') {
-            serde_json::from_str(text).map_err(|e| WorkloadError::Spec(e.to_string()))?
+            sim_core::de::json(text).map_err(WorkloadError::Spec)?
         } else {
-            toml::from_str(text).map_err(|e| WorkloadError::Spec(e.to_string()))?
+            sim_core::de::toml(text).map_err(WorkloadError::Spec)?
         };
         w.validate()?;
         Ok(w)

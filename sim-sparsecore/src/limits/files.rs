@@ -71,10 +71,15 @@ impl LimitsFile {
     /// Limits must be in 1..=2^31-1 (jax-tpu-embedding holds them as int32).
     pub fn read(path: &Path) -> Result<Self, FileError> {
         let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
-        let file: Self = if path.extension().is_some_and(|e| e == "toml") {
-            toml::from_str(&text).map_err(|e| format_err(path, e.to_string()))?
+        Self::parse(&text, path.extension().is_some_and(|e| e == "toml")).map_err(|e| format_err(path, e))
+    }
+
+    /// Parses the text of a limits file (TOML when `toml`, else JSON) and checks every limit's range.
+    pub fn parse(text: &str, toml: bool) -> Result<Self, String> {
+        let file: Self = if toml {
+            sim_core::de::toml(text)?
         } else {
-            serde_json::from_str(&text).map_err(|e| format_err(path, e.to_string()))?
+            sim_core::de::json(text)?
         };
         const MAX: u64 = i32::MAX as u64;
         for (stack, l) in &file.stacks {
@@ -87,9 +92,8 @@ impl LimitsFile {
                 ),
             ] {
                 if let Some(v) = v.filter(|&v| v == 0 || v > MAX) {
-                    return Err(format_err(
-                        path,
-                        format!("stacks.{stack}.{field} = {v}: must be in 1..={MAX} (an int32 in jax-tpu-embedding)"),
+                    return Err(format!(
+                        "stacks.{stack}.{field} = {v}: must be in 1..={MAX} (an int32 in jax-tpu-embedding)"
                     ));
                 }
             }
@@ -151,31 +155,36 @@ fn split_key(key: &str) -> Option<(&str, &'static str)> {
 /// Reads one FDO NPZ file.
 pub fn read_fdo_npz(path: &Path) -> Result<FdoStats, FileError> {
     let file = std::fs::File::open(path).map_err(|e| io(path, e))?;
-    let mut npz =
-        npyz::npz::NpzArchive::new(std::io::BufReader::new(file)).map_err(|e| format_err(path, e.to_string()))?;
-    let names: Vec<String> = npz.array_names().map(str::to_string).collect();
+    read_fdo_npz_from(std::io::BufReader::new(file)).map_err(|e| format_err(path, e))
+}
+
+/// [`read_fdo_npz`] from any seekable reader; arrays are int64 (or int32), 1-D or 2-D [steps, values].
+/// Members are read with the same bounds as id files (never beyond what the zip holds).
+pub fn read_fdo_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<FdoStats, String> {
+    use crate::preprocess::npy::{read_npy, NpyData};
+    let mut npz = zip::ZipArchive::new(reader).map_err(|e| format!("not a valid npz file: {e}"))?;
+    let members: Vec<String> = npz.file_names().map(str::to_string).collect();
     let mut stats = FdoStats::new();
-    for name in names {
-        let Some((stack, suffix)) = split_key(&name) else {
-            return Err(format_err(
-                path,
-                format!(
-                    "array '{name}' is not <stack>_max_ids/_max_unique_ids/_required_buffer_size/_id_drop_counters"
-                ),
+    for member in members {
+        let Some(name) = member.strip_suffix(".npy") else {
+            continue;
+        };
+        let Some((stack, suffix)) = split_key(name) else {
+            return Err(format!(
+                "array '{name}' is not <stack>_max_ids/_max_unique_ids/_required_buffer_size/_id_drop_counters"
             ));
         };
-        let arr = npz
-            .by_name(&name)
-            .map_err(|e| format_err(path, e.to_string()))?
-            .ok_or_else(|| format_err(path, "missing"))?;
-        let shape = arr.shape().to_vec();
-        let data: Vec<i64> = arr
-            .into_vec()
-            .map_err(|e| format_err(path, format!("array '{name}': {e} (expected int64)")))?;
-        let cols = if shape.len() == 2 {
-            shape[1] as usize
-        } else {
-            data.len()
+        let bytes = crate::preprocess::input::read_zip_member(&mut npz, &member).map_err(|e| format!("array '{name}'{e}"))?;
+        let arr = read_npy(&bytes).map_err(|e| format!("array '{name}': {e}"))?;
+        let data: Vec<i64> = match arr.data {
+            NpyData::I64(v) => v,
+            NpyData::I32(v) => v.into_iter().map(i64::from).collect(),
+            NpyData::F32(_) => return Err(format!("array '{name}': float32, expected int64")),
+        };
+        let cols = match arr.shape.as_slice() {
+            [_] | [] => data.len(),
+            [_, c] => usize::try_from(*c).map_err(|_| format!("array '{name}': shape {:?} too wide", arr.shape))?,
+            s => return Err(format!("array '{name}': shape {s:?}, expected 1-D or 2-D [steps, values]")),
         };
         let rows: Vec<Vec<i64>> = if cols == 0 {
             vec![]
@@ -227,9 +236,14 @@ fn write_fdo_npz_to(tmp: &Path, path: &Path, stats: &FdoStats) -> Result<(), Fil
 /// Reads an FDO CSV file: header `key,values`, then `key,<space-separated ints>` per line (one step).
 pub fn read_fdo_csv(path: &Path) -> Result<FdoStats, FileError> {
     let text = std::fs::read_to_string(path).map_err(|e| io(path, e))?;
+    parse_fdo_csv(&text).map_err(|e| format_err(path, e))
+}
+
+/// Parses the text of an FDO CSV file (see [`read_fdo_csv`]).
+pub fn parse_fdo_csv(text: &str) -> Result<FdoStats, String> {
     let mut lines = text.lines();
     if lines.next().map(str::trim) != Some("key,values") {
-        return Err(format_err(path, "line 1: expected the header 'key,values'"));
+        return Err("line 1: expected the header 'key,values'".into());
     }
     let mut stats = FdoStats::new();
     for (i, line) in lines.enumerate() {
@@ -238,14 +252,13 @@ pub fn read_fdo_csv(path: &Path) -> Result<FdoStats, FileError> {
         }
         let (key, values) = line
             .split_once(',')
-            .ok_or_else(|| format_err(path, format!("line {}: expected key,values", i + 2)))?;
-        let (stack, suffix) =
-            split_key(key).ok_or_else(|| format_err(path, format!("line {}: unknown key '{key}'", i + 2)))?;
+            .ok_or_else(|| format!("line {}: expected key,values", i + 2))?;
+        let (stack, suffix) = split_key(key).ok_or_else(|| format!("line {}: unknown key '{key}'", i + 2))?;
         let row: Vec<i64> = values
             .split_whitespace()
             .map(|v| {
                 v.parse()
-                    .map_err(|_| format_err(path, format!("line {}: '{v}' is not an integer", i + 2)))
+                    .map_err(|_| format!("line {}: '{v}' is not a 64-bit integer", i + 2))
             })
             .collect::<Result<_, _>>()?;
         field(stats.entry(stack.to_string()).or_default(), suffix).push(row);

@@ -82,8 +82,48 @@ pub type BatchIds = BTreeMap<String, FeatureIds>;
 /// `N.values` (int32) + `N.row_splits` (int64), and optional `N.weights` (float32).
 pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     let file = std::fs::File::open(path).map_err(|e| PreprocessError::Input(format!("{}: {e}", path.display())))?;
-    let mut npz = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| PreprocessError::Input(format!("{}: not a valid npz file: {e}", path.display())))?;
+    read_npz_from(std::io::BufReader::new(file)).map_err(|e| match e {
+        PreprocessError::Input(m) if m.starts_with("not a valid npz") => {
+            PreprocessError::Input(format!("{}: {m}", path.display()))
+        }
+        e => e,
+    })
+}
+
+/// Reads a zip member whole (errors start with " is missing" or ": "), never trusting its declared size beyond what the stored bytes can
+/// inflate to (deflate expands at most ~1032:1) and never reading more than declared.
+pub fn read_zip_member<R: std::io::Read + std::io::Seek>(
+    npz: &mut zip::ZipArchive<R>,
+    member_name: &str,
+) -> Result<Vec<u8>, String> {
+    let mut member = npz.by_name(member_name).map_err(|e| match e {
+        zip::result::ZipError::FileNotFound => " is missing".to_string(),
+        e => format!(": {e}"),
+    })?;
+    let declared = member.size();
+    let limit = match member.compression() {
+        zip::CompressionMethod::Stored => member.compressed_size(),
+        _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
+    }
+    .min(declared);
+    let mut bytes = Vec::with_capacity(limit.min(64 << 20) as usize);
+    std::io::Read::read_to_end(
+        &mut std::io::Read::take(&mut member, limit.saturating_add(1)),
+        &mut bytes,
+    )
+    .map_err(|e| format!(": {e}"))?;
+    if bytes.len() as u64 > limit {
+        return Err(format!(
+            ": the zip member holds more than its declared {declared} bytes"
+        ));
+    }
+    Ok(bytes)
+}
+
+/// [`read_npz`] from any seekable reader (an open file, or bytes in a `Cursor`).
+pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<BatchIds, PreprocessError> {
+    let mut npz = zip::ZipArchive::new(reader)
+        .map_err(|e| PreprocessError::Input(format!("not a valid npz file: {e}")))?;
     let names: Vec<String> = npz
         .file_names()
         .filter_map(npyz::npz::array_name_from_file_name)
@@ -93,32 +133,8 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     // Each member is inflated into memory in one read (checksummed in bulk), then parsed from the
     // slice: element-sized reads through the zip stream cost more than the preprocessing itself.
     let read = |npz: &mut zip::ZipArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
-        let mut member = match npz.by_name(&npyz::npz::file_name_from_array_name(key)) {
-            Ok(m) => m,
-            Err(zip::result::ZipError::FileNotFound) => {
-                return Err(PreprocessError::Input(format!("array '{key}' is missing")))
-            }
-            Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
-        };
-        // Never trust the declared size beyond what the stored bytes can inflate to (deflate expands
-        // at most ~1032:1), and never read more than declared.
-        let declared = member.size();
-        let limit = match member.compression() {
-            zip::CompressionMethod::Stored => member.compressed_size(),
-            _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
-        }
-        .min(declared);
-        let mut bytes = Vec::with_capacity(limit.min(64 << 20) as usize);
-        std::io::Read::read_to_end(
-            &mut std::io::Read::take(&mut member, limit.saturating_add(1)),
-            &mut bytes,
-        )
-        .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
-        if bytes.len() as u64 > limit {
-            return Err(PreprocessError::Input(format!(
-                "array '{key}': the zip member holds more than its declared {declared} bytes"
-            )));
-        }
+        let bytes = read_zip_member(npz, &npyz::npz::file_name_from_array_name(key))
+            .map_err(|e| PreprocessError::Input(format!("array '{key}'{e}")))?;
         let arr = super::npy::read_npy(&bytes).map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
         let shape = arr.shape;
         let data = match arr.data {

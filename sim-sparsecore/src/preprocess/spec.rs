@@ -107,7 +107,7 @@ fn one() -> u32 {
 impl PreprocessSpec {
     /// Parses SPEC.json text, naming the offending field on error.
     pub fn from_json(text: &str) -> Result<Self, PreprocessError> {
-        let spec: PreprocessSpec = serde_json::from_str(text).map_err(|e| PreprocessError::Spec(e.to_string()))?;
+        let spec: PreprocessSpec = sim_core::de::json(text).map_err(PreprocessError::Spec)?;
         spec.validate()?;
         Ok(spec)
     }
@@ -122,12 +122,15 @@ impl PreprocessSpec {
         let bad = |m: String| Err(PreprocessError::Spec(m));
         if ![1, 2, 4].contains(&self.num_sc_per_device) {
             return bad(format!(
-                "num_sc_per_device must be 1, 2 or 4, got {}",
+                "num_sc_per_device = {}: must be 1, 2 or 4",
                 self.num_sc_per_device
             ));
         }
         if self.local_device_count == 0 || self.global_device_count == 0 {
-            return bad("local_device_count and global_device_count must be positive".into());
+            return bad(format!(
+                "local_device_count = {}, global_device_count = {}: both must be positive",
+                self.local_device_count, self.global_device_count
+            ));
         }
         if self.local_device_count > self.global_device_count {
             return bad(format!(
@@ -140,38 +143,52 @@ impl PreprocessSpec {
             return bad(format!("Total number of SparseCores ({n}) must be a power of 2."));
         }
         let mut names = std::collections::BTreeSet::new();
-        for t in &self.tables {
+        for (i, t) in self.tables.iter().enumerate() {
             if !names.insert(t.name.as_str()) {
-                return bad(format!("tables: duplicate table name '{}'", t.name));
+                return bad(format!("tables[{i}].name: duplicate table name '{}'", t.name));
             }
-            if t.vocabulary_size == 0 || t.embedding_dim == 0 {
-                return bad(format!(
-                    "tables.{}: vocabulary_size and embedding_dim must be positive",
-                    t.name
-                ));
+            for (field, v) in [("vocabulary_size", t.vocabulary_size), ("embedding_dim", t.embedding_dim)] {
+                if v == 0 {
+                    return bad(format!(
+                        "tables[{i}].{field} (table '{}') = 0: must be positive",
+                        t.name
+                    ));
+                }
             }
-            if t.max_ids_per_partition == 0 || t.max_unique_ids_per_partition == 0 {
-                return bad(format!("tables.{}: limits must be positive", t.name));
+            for (field, v) in [
+                ("max_ids_per_partition", t.max_ids_per_partition),
+                ("max_unique_ids_per_partition", t.max_unique_ids_per_partition),
+            ] {
+                if v == 0 {
+                    return bad(format!(
+                        "tables[{i}].{field} (table '{}') = 0: must be in 1..={}",
+                        t.name,
+                        u32::MAX
+                    ));
+                }
             }
         }
         let mut fnames = std::collections::BTreeSet::new();
         let rows_div = self.local_device_count as u64 * self.num_sc_per_device as u64;
-        for f in &self.features {
+        for (i, f) in self.features.iter().enumerate() {
             if !fnames.insert(f.name.as_str()) {
-                return bad(format!("features: duplicate feature name '{}'", f.name));
+                return bad(format!("features[{i}].name: duplicate feature name '{}'", f.name));
             }
             if !names.contains(f.table.as_str()) {
-                return bad(format!("features.{}.table: unknown table '{}'", f.name, f.table));
+                return bad(format!(
+                    "features[{i}].table (feature '{}'): unknown table '{}'",
+                    f.name, f.table
+                ));
             }
             if f.input_shape.len() != 2 || f.input_shape[0] == 0 {
                 return bad(format!(
-                    "features.{}.input_shape must be [rows, valency] with rows > 0",
-                    f.name
+                    "features[{i}].input_shape (feature '{}') = {:?}: must be [rows, valency] with rows > 0",
+                    f.name, f.input_shape
                 ));
             }
             if !f.input_shape[0].is_multiple_of(rows_div) {
                 return bad(format!(
-                    "features.{}.input_shape: {} rows are not divisible by local_device_count x num_sc_per_device = {rows_div}",
+                    "features[{i}].input_shape (feature '{}'): {} rows are not divisible by local_device_count x num_sc_per_device = {rows_div}",
                     f.name, f.input_shape[0]
                 ));
             }
