@@ -7,6 +7,7 @@
 //! - [`memory`]: capacity accounting per memory space with peak tracking.
 //! - [`recorder`]: spans, flows and counters recorded by the engine for traces and reports.
 //! - [`summary`]: the run summary schema shared by workloads and reports.
+//! - [`units`]: numbers as people read them (KiB/MiB/GiB, µs/ms, M samples/s, percentages).
 //!
 //! Architecture invariant: sim-core knows nothing about TPUs; chip facts live in sim-tpu.
 
@@ -18,3 +19,4 @@ pub mod output;
 pub mod recorder;
 pub mod summary;
 pub mod time;
+pub mod units;
