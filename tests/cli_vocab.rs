@@ -84,6 +84,14 @@ fn set_suggests_creates_sections_and_takes_aliases() {
     assert!(json(&out)["step_time_us"].as_f64().unwrap() > 0.0);
 }
 
+/// Whether `text` has a byte count of 1024 or more written out in bytes ("81752454 B").
+fn raw_bytes(text: &str) -> bool {
+    text.split(' ')
+        .collect::<Vec<_>>()
+        .windows(2)
+        .any(|w| w[1].starts_with('B') && w[0].parse::<u64>().is_ok_and(|n| n >= 1024))
+}
+
 #[test]
 fn run_speaks_human_units_and_json_keeps_raw_numbers() {
     let (code, out, err) = tpusim(&["run", "--preset", "dlrm-small", "--steps", "3"]);
@@ -98,12 +106,15 @@ fn run_speaks_human_units_and_json_keeps_raw_numbers() {
         line("step time").contains(" µs") || line("step time").contains(" ms"),
         "{out}"
     );
-    assert!(line("HBM ").contains(" GiB") && line("HBM ").contains(" of "), "{out}");
+    assert!(
+        line("HBM   ").contains(" GiB") && line("HBM   ").contains(" of "),
+        "{out}"
+    );
     assert!(line("VMEM").contains("MiB of 64.0 MiB"), "{out}");
     assert!(line("TileSpmem").contains("KiB of 512 KiB"), "{out}");
     assert!(line("fits").trim().ends_with("yes"), "{out}");
     // No raw byte counts or float noise in the human summary.
-    assert!(!out.contains(" B of ") && !out.contains("000000000"), "{out}");
+    assert!(!raw_bytes(&out) && !out.contains("000000000"), "{out}");
     let (code, out, err) = tpusim(&["run", "--preset", "dlrm-small", "--steps", "3", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v = json(&out);
@@ -369,4 +380,11 @@ fn estimate_and_validate_suggest_the_same_limits() {
     ]);
     assert_eq!(code, 0, "{err}");
     assert!(f.exists());
+}
+
+#[test]
+fn chip_set_suggests_the_field() {
+    let (code, _, err) = tpusim(&["run", "--preset", "dlrm-small", "--set", "chip.ici_hop_latency=5"]);
+    assert_eq!(code, 2);
+    assert!(err.contains("did you mean 'ici_hop_latency_ns'?"), "{err}");
 }
