@@ -215,7 +215,8 @@ fn validate_example_limits_files_and_fdo_dir() {
         "{runtime}"
     );
     assert!(runtime.contains("needs 8 minibatches with minibatching"), "{runtime}");
-    assert_eq!(user["suggested"]["max_ids_per_partition"], 48);
+    // Observed 46 and 27, + 10 % headroom (as `limits estimate`), rounded up to 8.
+    assert_eq!(user["suggested"]["max_ids_per_partition"], 56);
     assert_eq!(user["suggested"]["max_unique_ids_per_partition"], 32);
     // The FDO directory (NPZ from `estimate --fdo-out` plus a CSV) gives limits that fit the data.
     let fdo = format!("{ex}/fdo");

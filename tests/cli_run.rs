@@ -218,7 +218,7 @@ fn readme_tuning_what_if() {
     assert!(readme.contains(&step(&serial)), "{}", step(&serial));
     let md = std::fs::read_to_string(dir.join("report.md")).unwrap();
     for knob in [
-        "| xla_sc_num_serialized_tables_to_optimize_hbm | 2 | SparseCore HBM stack peak 12.00 MiB in 4 serial group(s)",
+        "| xla_sc_num_serialized_tables_to_optimize_hbm | 2 | SparseCore HBM stack peak 12.0 MiB in 4 serial group(s)",
         "| shuffle_ids | true |",
         "| disable_table_stacking | true | 8 stacks",
         "| max_ids_per_chip_per_sample | 64 |",

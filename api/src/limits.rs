@@ -6,8 +6,10 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use serde_json::{json, Value};
-use sim_sparsecore::limits::estimate::{apply_limits, consequences, observe};
-use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir};
+use sim_sparsecore::limits::estimate::{
+    accumulate, apply_limits, consequences, estimate_limits, observe, BatchConsequence,
+};
+use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, FdoStats};
 use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
 use sim_sparsecore::limits::{
     compile_check as check, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
@@ -90,18 +92,128 @@ pub enum IdsSource {
     },
 }
 
+impl IdsSource {
+    /// The batch and its label (a path is read now).
+    fn load(&self) -> anyhow::Result<(String, BatchIds)> {
+        match self {
+            IdsSource::Path(p) => {
+                let batch = sim_sparsecore::preprocess::read_npz(p).with_context(|| p.display().to_string())?;
+                Ok((p.display().to_string(), batch))
+            }
+            IdsSource::Batch { label, ids } => Ok((label.clone(), ids.clone())),
+        }
+    }
+}
+
+/// Headroom over the observed maxima that `limits estimate` and `limits validate` suggest by default.
+pub const DEFAULT_HEADROOM: f64 = 0.1;
+/// Percentile of the per-batch maxima limits are suggested at by default (100: the maximum).
+pub const DEFAULT_PERCENTILE: f64 = 100.0;
+
+/// How limits are suggested from observed data. `limits estimate` and `limits validate` both go
+/// through [`suggest_limits`] with these, so the same data and headroom give the same limits.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct SuggestOptions {
+    /// Percentile of the per-batch maxima, in (0, 100].
+    pub percentile: f64,
+    /// Headroom over the observed value (0.1 = 10 %), finite and >= 0.
+    pub headroom: f64,
+}
+
+impl Default for SuggestOptions {
+    fn default() -> Self {
+        SuggestOptions {
+            percentile: DEFAULT_PERCENTILE,
+            headroom: DEFAULT_HEADROOM,
+        }
+    }
+}
+
+impl SuggestOptions {
+    /// Checks the values are in range (errors name the CLI flags).
+    pub fn check(&self) -> crate::Result<()> {
+        if !(self.percentile > 0.0 && self.percentile <= 100.0) {
+            return Err(anyhow::anyhow!("--percentile must be in (0, 100], got {}", self.percentile).into());
+        }
+        if !(self.headroom.is_finite() && self.headroom >= 0.0) {
+            return Err(anyhow::anyhow!("--headroom must be a finite number >= 0, got {}", self.headroom).into());
+        }
+        Ok(())
+    }
+}
+
+/// Limits per stack from observed statistics: the percentile of the per-batch maxima times
+/// (1 + headroom), rounded up to 8, and the suggested COO buffer. The one source of suggested limits.
+pub fn suggest_limits(spec: &PreprocessSpec, stats: &FdoStats, opts: SuggestOptions) -> BTreeMap<String, StackLimit> {
+    estimate_limits(stats, opts.percentile, opts.headroom, spec.num_sc_per_device as u64)
+}
+
+/// What `limits estimate` found.
+#[derive(Clone, Debug)]
+pub struct Estimate {
+    /// The observed statistics (what `--fdo-out` writes).
+    pub stats: FdoStats,
+    /// The suggested limits, as a limits file with its sources.
+    pub file: LimitsFile,
+    /// Per batch (label), what those limits do to it per stack.
+    pub batches: Vec<(String, BTreeMap<String, BatchConsequence>)>,
+}
+
+/// `limits estimate`: observes every batch (one in memory at a time), suggests limits with
+/// [`suggest_limits`], and runs every batch again under them.
+pub fn estimate(
+    spec: &PreprocessSpec,
+    spec_origin: &str,
+    ids: &[IdsSource],
+    opts: SuggestOptions,
+) -> crate::Result<Estimate> {
+    opts.check()?;
+    let mut stats = FdoStats::new();
+    let mut labels = Vec::new();
+    for source in ids {
+        let (label, batch) = source.load()?;
+        accumulate(&mut stats, observe(spec, &batch).with_context(|| label.clone())?);
+        labels.push(label);
+    }
+    let limits = suggest_limits(spec, &stats, opts);
+    let mut batches = Vec::new();
+    for source in ids {
+        let (label, batch) = source.load()?;
+        batches.push((label, consequences(spec, &limits, &batch).map_err(anyhow::Error::from)?));
+    }
+    let mut file = LimitsFile {
+        stacks: limits,
+        ..Default::default()
+    };
+    file.source.insert("command".into(), "tpusim limits estimate".into());
+    file.source.insert("spec".into(), spec_origin.to_string());
+    file.source.insert("ids".into(), labels.join(" "));
+    file.source.insert("percentile".into(), opts.percentile.to_string());
+    file.source.insert("headroom".into(), opts.headroom.to_string());
+    Ok(Estimate { stats, file, batches })
+}
+
+/// The `limits estimate --json` object: `{"limits": <limits file>, "batches": [{"ids", "stacks"}]}`.
+pub fn estimate_json(e: &Estimate) -> Value {
+    json!({
+        "limits": e.file,
+        "batches": e.batches.iter().map(|(p, c)| json!({"ids": p, "stacks": c})).collect::<Vec<_>>(),
+    })
+}
+
 /// The verdict of `limits validate`.
 #[derive(Clone, Debug)]
 pub struct Validation {
     /// Whether a check fails (the CLI exits 1).
     pub failed: bool,
-    /// The `--json` object: `{"chip", "ok", "hbm": {...}, "stacks": [...]}`.
+    /// The `--json` object: `{"chip", "ok", "suggestion": {"percentile", "headroom"}, "hbm": {...},
+    /// "stacks": [...]}`.
     pub json: Value,
 }
 
 /// Validates a spec's limits on a chip: compile-time per stack (lookup and backward), HBM (tables and
-/// SparseCore stacks), the run-time behaviour on each batch, and suggested limits.
-/// `spec_origin` names the spec in errors.
+/// SparseCore stacks), the run-time behaviour on each batch, and suggested limits (default
+/// percentile and headroom, as `limits estimate`'s). `spec_origin` names the spec in errors.
 pub fn validate(
     spec: &PreprocessSpec,
     spec_origin: &str,
@@ -109,7 +221,21 @@ pub fn validate(
     limits: &LimitsSource,
     ids: Vec<IdsSource>,
 ) -> crate::Result<Validation> {
-    Ok(validate_inner(spec, spec_origin, chip, limits, ids)?)
+    validate_with(spec, spec_origin, chip, limits, ids, SuggestOptions::default())
+}
+
+/// [`validate`] with limits suggested at this percentile and headroom ([`suggest_limits`], then
+/// capped at what compiles).
+pub fn validate_with(
+    spec: &PreprocessSpec,
+    spec_origin: &str,
+    chip: &str,
+    limits: &LimitsSource,
+    ids: Vec<IdsSource>,
+    opts: SuggestOptions,
+) -> crate::Result<Validation> {
+    opts.check()?;
+    Ok(validate_inner(spec, spec_origin, chip, limits, ids, opts)?)
 }
 
 fn validate_inner(
@@ -118,6 +244,7 @@ fn validate_inner(
     chip: &str,
     limits: &LimitsSource,
     ids: Vec<IdsSource>,
+    opts: SuggestOptions,
 ) -> anyhow::Result<Validation> {
     let (chip, params) = chip_params(chip)?;
     if spec.num_sc_per_device as u64 != params.num_sc_per_device {
@@ -138,20 +265,17 @@ fn validate_inner(
     let mut observed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
     let mut runtime: BTreeMap<String, Vec<String>> = BTreeMap::new();
     let mut runtime_fail = false;
+    let mut stats = FdoStats::new();
     for source in ids {
-        let (label, batch) = match source {
-            IdsSource::Path(p) => {
-                let batch = sim_sparsecore::preprocess::read_npz(&p).with_context(|| p.display().to_string())?;
-                (p.display().to_string(), batch)
-            }
-            IdsSource::Batch { label, ids } => (label, ids),
-        };
-        for (k, s) in observe(&spec, &batch).with_context(|| label.clone())? {
-            let o = observed.entry(k).or_default();
+        let (label, batch) = source.load()?;
+        let seen = observe(&spec, &batch).with_context(|| label.clone())?;
+        for (k, s) in &seen {
+            let o = observed.entry(k.clone()).or_default();
             o.0 = o.0.max(s.max_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
             o.1 =
                 o.1.max(s.max_unique_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
         }
+        accumulate(&mut stats, seen);
         let current: BTreeMap<String, StackLimit> = stacks
             .iter()
             .map(|s| {
@@ -188,6 +312,7 @@ fn validate_inner(
             runtime.entry(k).or_default().push(format!("{label}: {text}"));
         }
     }
+    let suggested = suggest_limits(&spec, &stats, opts);
     let devices_batch = |s: &Stack| -> u64 {
         s.features
             .iter()
@@ -226,16 +351,19 @@ fn validate_inner(
             .sum();
         let stack_bytes = sizing.stack_estimates[si].1.max(sizing.stack_estimates[si].2);
         let (obs_ids, obs_unique) = observed.get(&s.name).copied().unwrap_or((0, 0));
-        let suggest = |obs: u64, largest: u64| {
-            if obs > 0 {
-                (obs.div_ceil(8) * 8).min(largest)
-            } else {
-                largest
-            }
+        let from_data = suggested.get(&s.name);
+        let suggest = |obs: u64, data: Option<u64>, largest: u64| match data {
+            Some(d) if obs > 0 => d.min(largest),
+            _ => largest,
         };
-        // Suggested limits: the observed maxima rounded up to 8, within what compiles; the unique
-        // limit is searched with the suggested max_ids in place (a huge max_ids would leave none).
-        let suggested_ids = suggest(obs_ids, fwd.largest_max_ids.min(bwd.largest_max_ids));
+        // Suggested limits: what `limits estimate` suggests from the same batches (percentile and
+        // headroom), within what compiles; without data, the largest that compiles. The unique limit
+        // is searched with the suggested max_ids in place (a huge max_ids would leave none).
+        let suggested_ids = suggest(
+            obs_ids,
+            from_data.map(|l| l.max_ids_per_partition),
+            fwd.largest_max_ids.min(bwd.largest_max_ids),
+        );
         let with_ids = |kind| CompileCase {
             max_ids: suggested_ids.max(1),
             max_unique: (s.max_unique_ids_per_partition as u64).min(suggested_ids.max(1)),
@@ -245,7 +373,11 @@ fn validate_inner(
             .largest_max_unique
             .min(check(&with_ids(ProgramKind::GradSgd), &params).largest_max_unique)
             .min(suggested_ids);
-        let suggested_unique = suggest(obs_unique, largest_unique);
+        let suggested_unique = suggest(
+            obs_unique,
+            from_data.map(|l| l.max_unique_ids_per_partition),
+            largest_unique,
+        );
         rows.push(json!({
             "stack": s.name,
             "max_ids_per_partition": s.max_ids_per_partition,
@@ -267,6 +399,6 @@ fn validate_inner(
     failed |= !hbm_fits;
     Ok(Validation {
         failed,
-        json: json!({"chip": chip.name, "ok": !failed, "hbm": {"bytes_needed": hbm_total, "capacity_bytes": chip.hbm_bytes, "fits": hbm_fits}, "stacks": rows}),
+        json: json!({"chip": chip.name, "ok": !failed, "suggestion": {"percentile": opts.percentile, "headroom": opts.headroom}, "hbm": {"bytes_needed": hbm_total, "capacity_bytes": chip.hbm_bytes, "fits": hbm_fits}, "stacks": rows}),
     })
 }

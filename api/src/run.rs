@@ -151,18 +151,33 @@ fn apply_inner(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
         return Ok(w.clone());
     }
     let mut v = serde_json::to_value(w)?;
+    // Keys a `--set` added that the workload did not have: (the full key, the keys beside it).
+    let mut added: Vec<(String, String, Vec<String>)> = Vec::new();
     for s in sets {
         let (key, value) = s
             .split_once('=')
             .ok_or_else(|| anyhow::anyhow!("--set {s}: expected KEY=VALUE"))?;
         let value: serde_json::Value =
             serde_json::from_str(value).unwrap_or_else(|_| serde_json::Value::String(value.to_string()));
+        // A documented alias sets the field it stands for (setting both names would be a duplicate).
+        let key = workloads::spec::FIELD_ALIASES
+            .iter()
+            .find(|(alias, _)| *alias == key)
+            .map_or(key, |(_, field)| *field);
         let mut cur = &mut v;
         let parts: Vec<&str> = key.split('.').collect();
         for (i, part) in parts.iter().enumerate() {
             let last = i + 1 == parts.len();
+            // An optional section the workload leaves out (`quantization`) is created by setting a
+            // field in it; the section's defaults fill the rest.
+            if cur.is_null() {
+                *cur = serde_json::Value::Object(Default::default());
+            }
             cur = match cur {
                 serde_json::Value::Object(m) => {
+                    if !m.contains_key(*part) {
+                        added.push((parts[..=i].join("."), part.to_string(), m.keys().cloned().collect()));
+                    }
                     if last {
                         m.insert(part.to_string(), value.clone());
                         break;
@@ -186,7 +201,20 @@ fn apply_inner(w: &Workload, sets: &[String]) -> anyhow::Result<Workload> {
             };
         }
     }
-    let w: Workload = sim_core::de::json_value(v).map_err(|e| anyhow::anyhow!("--set: {e}"))?;
+    let w: Workload = sim_core::de::json_value(v).map_err(|e| {
+        let text = e.to_string();
+        // serde names the first unknown field; offer the nearest valid key beside it.
+        let hint = added
+            .iter()
+            .find(|(_, k, _)| text.contains(&format!("unknown field `{k}`")))
+            .and_then(|(full, k, siblings)| {
+                let best = sim_core::suggest::did_you_mean(k, siblings.iter().map(String::as_str))?;
+                let prefix = &full[..full.len() - k.len()];
+                Some(format!("; did you mean `{prefix}{best}`?"))
+            })
+            .unwrap_or_default();
+        anyhow::anyhow!("--set: {text}{hint}")
+    })?;
     w.validate()?;
     Ok(w)
 }
@@ -199,4 +227,30 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> crate::Result<RunResult> {
 /// The `run --json` summary of a run.
 pub fn summary_json(r: &RunResult) -> crate::Result<Value> {
     Ok(serde_json::to_value(&r.summary).map_err(anyhow::Error::from)?)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn set_suggests_creates_sections_and_takes_aliases() {
+        let w = Workload::preset("dlrm-small").unwrap();
+        let e = apply_overrides(&w, &["shuffle_id=true".into()])
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("unknown field `shuffle_id`") && e.contains("did you mean `shuffle_ids`?"),
+            "{e}"
+        );
+        let e = apply_overrides(&w, &["host.thread=2".into()]).unwrap_err().to_string();
+        assert!(e.contains("did you mean `host.threads`?"), "{e}");
+        assert!(w.quantization.is_none());
+        let q = apply_overrides(&w, &["quantization.quantization_config_num_buckets=16".into()]).unwrap();
+        let q = q.quantization.unwrap();
+        assert_eq!(q.quantization_config_num_buckets, 16);
+        assert_eq!((q.quantization_config_low, q.quantization_config_high), (-1.0, 1.0));
+        let h = apply_overrides(&w, &["host.maximum_parallel_iterations=8".into()]).unwrap();
+        assert_eq!(h.host.prefetch, 8);
+    }
 }

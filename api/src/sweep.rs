@@ -253,6 +253,7 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
         step_time_us: 0.0,
         samples_per_s: 0.0,
         fits: false,
+        fit_reasons: Vec::new(),
         bottleneck: String::new(),
         needed_max_ids: 0,
         needed_max_unique_ids: 0,
@@ -277,6 +278,7 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
             p.step_time_us = r.summary.step_time_us;
             p.samples_per_s = r.summary.samples_per_s;
             p.fits = r.summary.fits;
+            p.fit_reasons = r.summary.fit_reasons.clone();
             p.needed_max_ids = needed(|l| l.observed_max_ids);
             p.needed_max_unique_ids = needed(|l| l.observed_max_unique_ids);
             p.bottleneck = r.bottleneck;
@@ -345,43 +347,120 @@ pub fn write_outputs(dir: &Path, points: &[SweepPoint]) -> crate::Result<()> {
     Ok(())
 }
 
-/// The answers printed after a sweep: the largest batch that fits each configuration and the
-/// cheapest configuration reaching the target.
+/// The largest fitting batch of one (chip, chip count) row of a sweep.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct LargestFit {
+    /// Chip preset.
+    pub chip: String,
+    /// Chip count.
+    pub chips: u32,
+    /// The largest batch that fits (None: no batch of the sweep fits).
+    pub batch: Option<u64>,
+    /// Samples/s at that batch.
+    pub samples_per_s: Option<f64>,
+    /// Why the smallest batch of the row does not fit, when none does.
+    pub fit_reasons: Vec<sim_core::summary::FitReason>,
+}
+
+/// The answers a sweep gives planners.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct SweepAnswers {
+    /// Per chip and chip count, in the plan's order.
+    pub largest_batch_that_fits: Vec<LargestFit>,
+    /// The target samples/s, when one was given.
+    pub target: Option<f64>,
+    /// The cheapest fitting configuration reaching the target (None without a target or when none
+    /// reaches it).
+    pub cheapest: Option<SweepPoint>,
+    /// Configurations that fit, and in all.
+    pub fitting: usize,
+    /// Configurations in all.
+    pub configurations: usize,
+}
+
+/// The answers of a sweep's points.
+pub fn answers(plan: &SweepPlan, points: &[SweepPoint]) -> SweepAnswers {
+    let mut largest = Vec::new();
+    for c in &plan.chip {
+        for &n in &plan.chips {
+            let row: Vec<&SweepPoint> = points.iter().filter(|p| &p.chip == c && p.chips == n).collect();
+            let best = row.iter().filter(|p| p.fits).max_by_key(|p| p.batch);
+            let smallest = row.iter().min_by_key(|p| p.batch);
+            largest.push(LargestFit {
+                chip: c.clone(),
+                chips: n,
+                batch: best.map(|p| p.batch),
+                samples_per_s: best.map(|p| p.samples_per_s),
+                fit_reasons: match (best, smallest) {
+                    (None, Some(p)) => p.fit_reasons.clone(),
+                    _ => Vec::new(),
+                },
+            });
+        }
+    }
+    let cheapest = plan.target.and_then(|t| {
+        points
+            .iter()
+            .filter(|p| p.fits && p.samples_per_s >= t)
+            .min_by(|a, b| {
+                a.cost_per_hour
+                    .total_cmp(&b.cost_per_hour)
+                    .then(b.samples_per_s.total_cmp(&a.samples_per_s))
+            })
+            .cloned()
+    });
+    SweepAnswers {
+        largest_batch_that_fits: largest,
+        target: plan.target,
+        cheapest,
+        fitting: points.iter().filter(|p| p.fits).count(),
+        configurations: points.len(),
+    }
+}
+
+/// `sweep --json`: `{"answers": {...}, "points": [the rows of sweep.json]}`.
+pub fn sweep_json(plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
+    Ok(serde_json::json!({
+        "answers": serde_json::to_value(answers(plan, points)).map_err(anyhow::Error::from)?,
+        "points": points_json(points)?,
+    }))
+}
+
+/// The answers printed after a sweep: the largest batch that fits each configuration (and, where
+/// none fits, why not) and the cheapest configuration reaching the target.
 pub fn summary_text(plan: &SweepPlan, points: &[SweepPoint]) -> String {
+    use sim_core::units::rate;
+    let a = answers(plan, points);
     let mut s = String::new();
     let _ = writeln!(
         s,
-        "{:<8} {:>6} {:>22} {:>16}",
+        "{:<8} {:>6} {:>22} {:>20}",
         "chip", "chips", "largest batch that fits", "samples/s there"
     );
-    for c in &plan.chip {
-        for &n in &plan.chips {
-            let best = points
-                .iter()
-                .filter(|p| &p.chip == c && p.chips == n && p.fits)
-                .max_by_key(|p| p.batch);
-            match best {
-                Some(p) => {
-                    let _ = writeln!(s, "{c:<8} {n:>6} {:>22} {:>16.0}", p.batch, p.samples_per_s);
-                }
-                None => {
-                    let _ = writeln!(s, "{c:<8} {n:>6} {:>22} {:>16}", "none", "-");
-                }
+    for l in &a.largest_batch_that_fits {
+        match (l.batch, l.samples_per_s) {
+            (Some(b), Some(x)) => {
+                let _ = writeln!(s, "{:<8} {:>6} {:>22} {:>20}", l.chip, l.chips, b, rate(x, "samples/s"));
+            }
+            _ => {
+                let why = if l.fit_reasons.is_empty() {
+                    String::new()
+                } else {
+                    let kinds: Vec<&str> = l.fit_reasons.iter().map(|f| f.kind.label()).collect();
+                    format!("   smallest batch: {}", kinds.join(", "))
+                };
+                let _ = writeln!(s, "{:<8} {:>6} {:>22} {:>20}{why}", l.chip, l.chips, "none", "-");
             }
         }
     }
-    if let Some(t) = plan.target {
-        let cheapest = points.iter().filter(|p| p.fits && p.samples_per_s >= t).min_by(|a, b| {
-            a.cost_per_hour
-                .total_cmp(&b.cost_per_hour)
-                .then(b.samples_per_s.total_cmp(&a.samples_per_s))
-        });
-        match cheapest {
+    if let Some(t) = a.target {
+        let target = rate(t, "samples/s");
+        match &a.cheapest {
             Some(p) => {
-                let _ = writeln!(s, "\ncheapest configuration reaching {t:.0} samples/s: {} x {} at batch {} ({:.0} samples/s, {:.2}/h; needs max_ids_per_partition >= {}, max_unique >= {})", p.chips, p.chip, p.batch, p.samples_per_s, p.cost_per_hour, p.needed_max_ids, p.needed_max_unique_ids);
+                let _ = writeln!(s, "\ncheapest configuration reaching {target}: {} x {} at batch {} ({}, {:.2}/h; needs max_ids_per_partition >= {}, max_unique >= {})", p.chips, p.chip, p.batch, rate(p.samples_per_s, "samples/s"), p.cost_per_hour, p.needed_max_ids, p.needed_max_unique_ids);
             }
             None => {
-                let _ = writeln!(s, "\nno configuration reaches {t:.0} samples/s");
+                let _ = writeln!(s, "\nno configuration reaches {target}");
             }
         }
     }

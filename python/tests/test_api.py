@@ -268,7 +268,7 @@ def test_sweep_frame_and_errors():
     df = tpusim.sweep_frame(preset="dlrm-small", chip="v5p", chips=4, batch="1024..4096x2", steps=2)
     assert isinstance(df, pd.DataFrame)
     assert list(df.columns) == ["chip", "chips", "batch", "step_time_us", "samples_per_s", "fits", "bottleneck",
-                                "needed_max_ids", "needed_max_unique_ids", "cost_per_hour", "error"]
+                                "needed_max_ids", "needed_max_unique_ids", "cost_per_hour", "error", "fit_reasons"]
     assert list(df["batch"]) == [1024, 2048, 4096]
     with pytest.raises(tpusim.Error, match="v9"):
         tpusim.sweep(preset="dlrm-small", chip=["v9"], chips=[4], batch=[1024])

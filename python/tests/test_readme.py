@@ -18,7 +18,7 @@ def test_readme_example_runs():
     stacks = ns["stacks"]
     # The comments in the example: the skewed item history would abort at the default 256, user is ok.
     assert stacks["item"]["runtime"][0].startswith("ids: would abort: Observed max ids per partition: 597")
-    assert stacks["item"]["suggested"] == {"max_ids_per_partition": 600, "max_unique_ids_per_partition": 248}
+    assert stacks["item"]["suggested"] == {"max_ids_per_partition": 664, "max_unique_ids_per_partition": 272}
     assert stacks["user"]["runtime"] == ["ids: ok"]
     assert ns["verdict"]["ok"] is False
     csr = ns["csr"]

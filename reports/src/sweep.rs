@@ -31,6 +31,9 @@ pub struct SweepPoint {
     pub cost_per_hour: f64,
     /// Error, when the configuration could not run.
     pub error: Option<String>,
+    /// Why not, constraint by constraint with the numbers (empty when it fits or could not run).
+    #[serde(default)]
+    pub fit_reasons: Vec<sim_core::summary::FitReason>,
 }
 
 /// The output files of a sweep, in the order they are written.
@@ -39,12 +42,12 @@ pub const SWEEP_FILES: [&str; 5] = ["sweep.csv", "sweep.json", "sweep.svg", "ste
 /// `sweep.csv`: one line per point.
 pub fn sweep_csv(points: &[SweepPoint]) -> String {
     let mut csv = String::from(
-        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,error\n",
+        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,error,fit_reasons\n",
     );
     for p in points {
         let _ = writeln!(
             csv,
-            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{}",
+            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{},{}",
             p.chip,
             p.chips,
             p.batch,
@@ -54,10 +57,20 @@ pub fn sweep_csv(points: &[SweepPoint]) -> String {
             p.needed_max_ids,
             p.needed_max_unique_ids,
             p.cost_per_hour,
-            p.error.clone().unwrap_or_default().replace(',', ";")
+            p.error.clone().unwrap_or_default().replace(',', ";"),
+            csv_field(&sim_core::summary::fit_reasons_text(&p.fit_reasons))
         );
     }
     csv
+}
+
+/// A CSV field (RFC 4180): quoted when it holds a comma, a quote or a line break.
+fn csv_field(text: &str) -> String {
+    if text.contains([',', '"', '\n', '\r']) {
+        format!("\"{}\"", text.replace('"', "\"\""))
+    } else {
+        text.to_string()
+    }
 }
 
 /// Writes [`SWEEP_FILES`] into `dir` (created if missing).

@@ -7,6 +7,8 @@
 //! - [`memory`]: capacity accounting per memory space with peak tracking.
 //! - [`recorder`]: spans, flows and counters recorded by the engine for traces and reports.
 //! - [`summary`]: the run summary schema shared by workloads and reports.
+//! - [`suggest`]: "did you mean" for mistyped names (edit distance).
+//! - [`units`]: numbers as people read them (KiB/MiB/GiB, µs/ms, M samples/s, percentages).
 //!
 //! Architecture invariant: sim-core knows nothing about TPUs; chip facts live in sim-tpu.
 
@@ -17,5 +19,7 @@ pub mod layout;
 pub mod memory;
 pub mod output;
 pub mod recorder;
+pub mod suggest;
 pub mod summary;
 pub mod time;
+pub mod units;

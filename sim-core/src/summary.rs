@@ -98,6 +98,33 @@ pub enum FitKind {
     Nan,
 }
 
+impl FitKind {
+    /// The constraint in words, as human output names it.
+    pub fn label(self) -> &'static str {
+        match self {
+            FitKind::Hbm => "HBM",
+            FitKind::Vmem => "VMEM",
+            FitKind::Tilespmem => "TileSpmem",
+            FitKind::CompileLimits => "compile-time limits",
+            FitKind::RuntimeLimits => "run-time limits",
+            FitKind::IdBoundCheck => "id bound check",
+            FitKind::Nan => "NaN",
+        }
+    }
+}
+
+impl FitReason {
+    /// `KIND: message`, the reason in one line of text.
+    pub fn text(&self) -> String {
+        format!("{}: {}", self.kind.label(), self.message)
+    }
+}
+
+/// The reasons as one line, `;`-joined (`HBM: ...; run-time limits: ...`); empty when it fits.
+pub fn fit_reasons_text(reasons: &[FitReason]) -> String {
+    reasons.iter().map(FitReason::text).collect::<Vec<_>>().join("; ")
+}
+
 /// One reason a run does not fit, with its numbers.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct FitReason {

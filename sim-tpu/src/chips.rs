@@ -25,8 +25,8 @@ pub enum ChipError {
     #[error("unknown chip '{0}': expected one of v4, v5e, v5p, v6e, tpu7x")]
     Unknown(String),
     /// An override names a field presets do not have.
-    #[error("chip file: unknown field '{0}' (see `tpusim chips --json` for the field names)")]
-    UnknownField(String),
+    #[error("chip file: unknown field '{0}'{1} (see `tpusim chips --json` for the field names)")]
+    UnknownField(String, String),
     /// A field has the wrong type.
     #[error("chip spec: {0}")]
     Invalid(String),
@@ -163,7 +163,11 @@ impl Chip {
             } else if params.contains_key(&k) {
                 &mut params
             } else {
-                return Err(ChipError::UnknownField(k));
+                let names = current.keys().chain(params.keys()).map(String::as_str);
+                let hint = sim_core::suggest::did_you_mean(&k, names)
+                    .map(|n| format!("; did you mean '{n}'?"))
+                    .unwrap_or_default();
+                return Err(ChipError::UnknownField(k, hint));
             };
             let source = sources
                 .get(&k)
@@ -277,7 +281,7 @@ mod tests {
         assert_eq!(c.spec.hbm_bytes_per_s, 3_000_000_000_000);
         assert_eq!(c.sources["sc_clock_mhz"], "my measurement");
         let bad = serde_json::json!({"hbm_gb": 1});
-        assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f)) if f == "hbm_gb"));
+        assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f, _)) if f == "hbm_gb"));
         assert!(Chip::preset("v9").is_err());
         assert_eq!(Chip::preset("TPU v5p").unwrap().spec.name, "v5p");
     }

@@ -10,8 +10,11 @@ use workloads::{simulate, Pipelining, RunOptions, Workload};
 #[derive(clap::Args)]
 pub struct Args {
     /// Output directory.
-    #[arg(long, default_value = "tpusim-demo")]
+    #[arg(short = 'o', long, default_value = "tpusim-demo")]
     pub out: PathBuf,
+    /// Print the headline numbers and the files written as JSON.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `tpusim demo`.
@@ -33,19 +36,32 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     super::run::traces_write(&pip.recorder, &trace)?;
     let input = super::run::report_input(&w, &[("sequential", &seq), ("pipelined", &pip)], &pip);
     let paths = reports::write_report(&args.out, &input)?;
+    let files = [
+        paths.html.clone(),
+        paths.markdown.clone(),
+        paths.summary.clone(),
+        paths.gantt.clone(),
+        trace.clone(),
+    ];
+    if args.json {
+        let v = tpusim_api::explain::demo_json(&w, &seq, &pip, &files);
+        println!("{}", serde_json::to_string_pretty(&v)?);
+        return Ok(0);
+    }
+    use sim_core::units::{duration_us, percent, rate};
     let s = &pip.summary;
     println!(
         "tpusim demo: {} on {} x {}, global batch {}",
         w.name, w.chips, w.chip, w.global_batch
     );
     println!(
-        "  step time (pipelined)     {:>10.1} us   ({:.2}x faster than sequential, {:.1} us)",
-        s.step_time_us,
+        "  step time (pipelined)     {:>10}   ({:.2}x faster than sequential, {})",
+        duration_us(s.step_time_us),
         seq.summary.step_time_us / s.step_time_us,
-        seq.summary.step_time_us
+        duration_us(seq.summary.step_time_us)
     );
-    println!("  throughput                {:>10.0} samples/s", s.samples_per_s);
-    println!("  TC/SC overlap             {:>10.0}%", s.overlap_fraction * 100.0);
+    println!("  throughput                {:>10}", rate(s.samples_per_s, "samples/s"));
+    println!("  TC/SC overlap             {:>10}", percent(s.overlap_fraction));
     if let (Some(a), Some(b)) = (seq.summary.loss.last(), s.loss.last()) {
         println!(
             "  loss after {} steps       sequential {a:.4}, pipelined {b:.4} (stale gradients)",
@@ -54,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     println!("  {}", pip.bottleneck);
     println!("wrote:");
-    for p in [&paths.html, &paths.markdown, &paths.summary, &paths.gantt, &trace] {
+    for p in &files {
         println!("  {}", p.display());
     }
     Ok(0)

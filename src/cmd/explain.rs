@@ -4,7 +4,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
-use workloads::{simulate, Pipelining, RunOptions, Workload};
 
 /// Arguments of `tpusim explain`.
 #[derive(clap::Args)]
@@ -23,9 +22,12 @@ enum What {
         /// Steps to draw.
         #[arg(long, default_value_t = 6)]
         steps: u32,
-        /// Where to write the picture (SVG).
-        #[arg(long)]
+        /// Where to write the picture (SVG; `--svg` is an alias).
+        #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE")]
         svg: PathBuf,
+        /// Print the step times and the speedup as JSON.
+        #[arg(long)]
+        json: bool,
     },
     /// Walks one batch through COO conversion, sharding, dedup and counting.
     Limits {
@@ -35,19 +37,23 @@ enum What {
         /// IDS.npz.
         #[arg(long)]
         ids: PathBuf,
+        /// Print the per-partition counts as JSON.
+        #[arg(long)]
+        json: bool,
     },
 }
 
 /// Runs `tpusim explain`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     match args.what {
-        What::Pipelining { preset, steps, svg } => {
-            let mut w = Workload::preset(&preset)?;
-            w.steps = steps.max(3);
-            w.pipelining = Pipelining::Sequential;
-            let seq = simulate(&w, &RunOptions::default())?;
-            w.pipelining = Pipelining::Pipelined;
-            let pip = simulate(&w, &RunOptions::default())?;
+        What::Pipelining {
+            preset,
+            steps,
+            svg,
+            json,
+        } => {
+            let runs = tpusim_api::explain::pipelining_runs(&preset, steps)?;
+            let (w, seq, pip) = (&runs.workload, &runs.sequential, &runs.pipelined);
             let title = format!(
                 "{}: sequential vs pipelined ({:.2}x)",
                 w.name,
@@ -61,14 +67,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 &title,
             );
             sim_core::output::write_atomic(&svg, text).with_context(|| svg.display().to_string())?;
+            if json {
+                let mut v = tpusim_api::explain::pipelining_json(&runs);
+                v["svg"] = svg.display().to_string().into();
+                println!("{}", serde_json::to_string_pretty(&v)?);
+                return Ok(0);
+            }
             println!("Each step runs SC forward (SC/F), TC forward and backward (TC/F, TC/B) and SC backward (SC/B).");
             println!(
-                "sequential: SC/F of step i+1 waits for SC/B of step i        -> {:.1} us per step",
-                seq.summary.step_time_us
+                "sequential: SC/F of step i+1 waits for SC/B of step i        -> {} per step",
+                sim_core::units::duration_us(seq.summary.step_time_us)
             );
             println!(
-                "pipelined:  SC/F of step i+1 waits only for SC/B of step i-1 -> {:.1} us per step",
-                pip.summary.step_time_us
+                "pipelined:  SC/F of step i+1 waits only for SC/B of step i-1 -> {} per step",
+                sim_core::units::duration_us(pip.summary.step_time_us)
             );
             println!(
                 "            so step i+1 looks up tables that miss step i's update: gradients arrive two steps late."
@@ -76,7 +88,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             println!("picture: {}", svg.display());
             Ok(0)
         }
-        What::Limits { spec, ids } => explain_limits(&spec, &ids),
+        What::Limits { spec, ids, json } => {
+            if json {
+                let spec = super::preprocess::read_spec(&spec)?;
+                let ids = sim_sparsecore::preprocess::read_npz(&ids).with_context(|| ids.display().to_string())?;
+                println!(
+                    "{}",
+                    serde_json::to_string_pretty(&tpusim_api::explain::limits_json(&spec, &ids)?)?
+                );
+                return Ok(0);
+            }
+            explain_limits(&spec, &ids)
+        }
     }
 }
 

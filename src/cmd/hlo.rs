@@ -34,7 +34,7 @@ pub struct Args {
 }
 
 fn mib(b: u64) -> String {
-    format!("{:.2} MiB", b as f64 / (1 << 20) as f64)
+    sim_core::units::bytes(b)
 }
 
 /// Runs `tpusim hlo`.
@@ -95,11 +95,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         let c = &r.cost;
         writeln!(
             out,
-            "{} on {}: {} cycles = {:.2} us, {} kernels",
+            "{} on {}: {} cycles = {}, {} kernels",
             args.file.display(),
             c.chip,
             c.total_cycles,
-            c.time_us,
+            sim_core::units::duration_us(c.time_us),
             c.kernels.len()
         )?;
         writeln!(

@@ -15,9 +15,10 @@ pub struct Args {
     /// Read one shape per line from standard input.
     #[arg(long)]
     pub stdin: bool,
-    /// Give shapes without a layout the layout the XLA TPU compiler assigns on this chip (v4, v5e, v5p, v6e, tpu7x).
-    #[arg(long, value_name = "CHIP")]
-    pub tpu: Option<String>,
+    /// Give shapes without a layout the layout the XLA TPU compiler assigns on this chip (v4, v5e, v5p,
+    /// v6e, tpu7x). `--tpu` is an alias.
+    #[arg(long, alias = "tpu", value_name = "CHIP")]
+    pub chip: Option<String>,
     /// Also print the linear element offset of this logical index, e.g. --index 2,3.
     #[arg(long, value_name = "I,J,..", allow_hyphen_values = true)]
     pub index: Option<String>,
@@ -27,8 +28,8 @@ pub struct Args {
     /// One JSON object per input line instead of the table.
     #[arg(long)]
     pub json: bool,
-    /// Draw the layout in memory as SVG (first shape only).
-    #[arg(long, value_name = "FILE")]
+    /// Draw the layout in memory as SVG (first shape only). `--svg` is an alias.
+    #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE")]
     pub svg: Option<std::path::PathBuf>,
 }
 
@@ -65,9 +66,17 @@ fn print_table(input: &str, f: &Facts) {
             f.physical_dims
         );
     }
-    println!("  padded bytes     {:>14}", f.padded_bytes);
-    println!("  data bytes       {:>14}", f.data_bytes);
-    println!("  unpadded bytes   {:>14}", f.unpadded_bytes);
+    // Exact bytes (layouts are about exact sizes), with the binary-unit reading beside large ones.
+    let b = |n: u64| {
+        if n >= 1024 {
+            format!("{n:>14}  ({})", sim_core::units::bytes(n))
+        } else {
+            format!("{n:>14}")
+        }
+    };
+    println!("  padded bytes     {}", b(f.padded_bytes));
+    println!("  data bytes       {}", b(f.data_bytes));
+    println!("  unpadded bytes   {}", b(f.unpadded_bytes));
     println!("  padding overhead {:>13.2}%", f.padding_overhead * 100.0);
     if let Some(i) = f.linear_index {
         println!("  linear index     {i:>14}");
@@ -82,11 +91,11 @@ fn print_table(input: &str, f: &Facts) {
 
 /// Runs `tpusim layout`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    if let Some(chip) = &args.tpu {
+    if let Some(chip) = &args.chip {
         check_chip(chip)?;
     }
     let query = Query {
-        tpu: args.tpu.clone(),
+        tpu: args.chip.clone(),
         index: args.index.as_deref().map(parse_index).transpose()?,
         offset: args.offset,
     };

@@ -6,11 +6,11 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::json;
-use sim_sparsecore::limits::estimate::{accumulate, consequences, estimate_limits, observe};
 use sim_sparsecore::limits::files::write_fdo_npz;
-use sim_sparsecore::limits::{compile_check, CompileCase, FdoStats, LimitsFile};
-use sim_sparsecore::preprocess::read_npz;
-use tpusim_api::limits::{check_case, chip_params, validate, IdsSource, LimitsSource};
+use sim_sparsecore::limits::{compile_check, CompileCase};
+use tpusim_api::limits::{
+    check_case, chip_params, estimate, estimate_json, validate_with, IdsSource, LimitsSource, SuggestOptions,
+};
 
 use super::preprocess::read_spec;
 
@@ -46,13 +46,13 @@ enum LimitsCommand {
         #[arg(long, num_args = 1.., required = true)]
         ids: Vec<PathBuf>,
         /// Headroom over the observed value (0.1 = 10 %).
-        #[arg(long, default_value_t = 0.1)]
+        #[arg(long, default_value_t = tpusim_api::limits::DEFAULT_HEADROOM)]
         headroom: f64,
         /// Percentile of the per-batch maxima (100 = the maximum).
-        #[arg(long, default_value_t = 100.0)]
+        #[arg(long, default_value_t = tpusim_api::limits::DEFAULT_PERCENTILE)]
         percentile: f64,
-        /// Write the limits file (JSON, or TOML by extension).
-        #[arg(short = 'o', long = "output")]
+        /// Write the limits file (JSON, or TOML by extension; `--output` is an alias).
+        #[arg(short = 'o', long = "out", alias = "output", value_name = "FILE")]
         output: Option<PathBuf>,
         /// Also write jax-tpu-embedding FDO stats (fdo_stats_0_0.npz) into this directory.
         #[arg(long)]
@@ -81,6 +81,12 @@ enum LimitsCommand {
         /// JSON output for CI.
         #[arg(long)]
         json: bool,
+        /// Headroom of the suggested limits over the observed value (as `limits estimate`).
+        #[arg(long, default_value_t = tpusim_api::limits::DEFAULT_HEADROOM)]
+        headroom: f64,
+        /// Percentile of the per-batch maxima the suggestion starts from (as `limits estimate`).
+        #[arg(long, default_value_t = tpusim_api::limits::DEFAULT_PERCENTILE)]
+        percentile: f64,
     },
 }
 
@@ -101,7 +107,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             output,
             fdo_out,
             json,
-        } => estimate_cmd(&spec, &ids, headroom, percentile, output, fdo_out, json),
+        } => estimate_cmd(
+            &spec,
+            &ids,
+            SuggestOptions { percentile, headroom },
+            output,
+            fdo_out,
+            json,
+        ),
         LimitsCommand::Validate {
             spec,
             chip,
@@ -109,7 +122,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             fdo,
             ids,
             json,
-        } => validate_cmd(&spec, &chip, limits, fdo, &ids, json),
+            headroom,
+            percentile,
+        } => validate_cmd(
+            &spec,
+            &chip,
+            limits,
+            fdo,
+            &ids,
+            json,
+            SuggestOptions { percentile, headroom },
+        ),
     }
 }
 
@@ -171,66 +194,31 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
 fn estimate_cmd(
     spec_path: &std::path::Path,
     ids: &[PathBuf],
-    headroom: f64,
-    percentile: f64,
+    opts: SuggestOptions,
     output: Option<PathBuf>,
     fdo_out: Option<PathBuf>,
     json: bool,
 ) -> anyhow::Result<u8> {
-    if !(percentile > 0.0 && percentile <= 100.0) {
-        anyhow::bail!("--percentile must be in (0, 100], got {percentile}");
-    }
-    if !(headroom.is_finite() && headroom >= 0.0) {
-        anyhow::bail!("--headroom must be a finite number >= 0, got {headroom}");
-    }
+    opts.check()?;
     let spec = read_spec(spec_path)?;
-    let mut stats = FdoStats::new();
-    for p in ids {
-        let batch = read_npz(p).with_context(|| p.display().to_string())?;
-        accumulate(
-            &mut stats,
-            observe(&spec, &batch).with_context(|| p.display().to_string())?,
-        );
-    }
-    let limits = estimate_limits(&stats, percentile, headroom, spec.num_sc_per_device as u64);
-    let mut per_batch = Vec::new();
-    for p in ids {
-        let batch = read_npz(p).with_context(|| p.display().to_string())?;
-        per_batch.push((p.display().to_string(), consequences(&spec, &limits, &batch)?));
-    }
-    let mut file = LimitsFile {
-        stacks: limits.clone(),
-        ..Default::default()
-    };
-    file.source.insert("command".into(), "tpusim limits estimate".into());
-    file.source.insert("spec".into(), spec_path.display().to_string());
-    file.source.insert(
-        "ids".into(),
-        ids.iter()
-            .map(|p| p.display().to_string())
-            .collect::<Vec<_>>()
-            .join(" "),
-    );
-    file.source.insert("percentile".into(), percentile.to_string());
-    file.source.insert("headroom".into(), headroom.to_string());
+    let sources: Vec<IdsSource> = ids.iter().cloned().map(IdsSource::Path).collect();
+    let e = estimate(&spec, &spec_path.display().to_string(), &sources, opts)?;
+    let (file, limits, per_batch) = (&e.file, &e.file.stacks, &e.batches);
     if let Some(o) = &output {
         file.write(o)?;
     }
     if let Some(dir) = &fdo_out {
         std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
-        write_fdo_npz(&dir.join("fdo_stats_0_0.npz"), &stats)?;
+        write_fdo_npz(&dir.join("fdo_stats_0_0.npz"), &e.stats)?;
     }
     if json {
-        println!(
-            "{}",
-            json!({"limits": file, "batches": per_batch.iter().map(|(p, c)| json!({"ids": p, "stacks": c})).collect::<Vec<_>>()})
-        );
+        println!("{}", estimate_json(&e));
     } else {
         println!(
             "{:<24} {:>14} {:>16} {:>22}",
             "stack", "max_ids", "max_unique_ids", "suggested COO buffer"
         );
-        for (k, l) in &limits {
+        for (k, l) in limits {
             println!(
                 "{k:<24} {:>14} {:>16} {:>22}",
                 l.max_ids_per_partition,
@@ -239,7 +227,7 @@ fn estimate_cmd(
             );
         }
         println!("\nper batch with these limits (minibatches if minibatching is on / ids dropped if dropping is on):");
-        for (p, c) in &per_batch {
+        for (p, c) in per_batch {
             let parts: Vec<String> = c
                 .iter()
                 .map(|(k, v)| {
@@ -271,6 +259,7 @@ fn validate_cmd(
     fdo: Option<PathBuf>,
     ids: &[PathBuf],
     json: bool,
+    opts: SuggestOptions,
 ) -> anyhow::Result<u8> {
     let spec = read_spec(spec_path)?;
     let source = match (limits_path, fdo) {
@@ -279,7 +268,7 @@ fn validate_cmd(
         (None, None) => LimitsSource::Spec,
     };
     let ids = ids.iter().cloned().map(IdsSource::Path).collect();
-    let v = validate(&spec, &spec_path.display().to_string(), chip, &source, ids)?;
+    let v = validate_with(&spec, &spec_path.display().to_string(), chip, &source, ids, opts)?;
     let failed = v.failed;
     let rows = v.json["stacks"].as_array().cloned().unwrap_or_default();
     let hbm = &v.json["hbm"];
@@ -325,12 +314,16 @@ fn validate_cmd(
                 }
             }
             println!(
-                "    suggested: max_ids_per_partition {}, max_unique_ids_per_partition {}",
-                r["suggested"]["max_ids_per_partition"], r["suggested"]["max_unique_ids_per_partition"]
+                "    suggested: max_ids_per_partition {}, max_unique_ids_per_partition {} (percentile {}, headroom {})",
+                r["suggested"]["max_ids_per_partition"],
+                r["suggested"]["max_unique_ids_per_partition"],
+                opts.percentile,
+                opts.headroom
             );
         }
         println!(
-            "HBM: tables + SparseCore stacks {hbm_total} B of {capacity} B on {chip_name}: {}",
+            "HBM: tables + SparseCore stacks {} on {chip_name}: {}",
+            sim_core::units::bytes_of(hbm_total, capacity),
             if hbm_fits { "fits" } else { "does NOT fit" }
         );
         println!("{}", if failed { "verdict: FAIL" } else { "verdict: OK" });

@@ -31,13 +31,13 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
     writeln!(out, "{spec}")?;
     writeln!(
         out,
-        "  cycles {}  time {:.3} us  flops {}  hbm {} B (unpadded {} B)  vmem {} B  bound {}",
+        "  cycles {}  time {}  flops {}  hbm {} (unpadded {})  vmem {}  bound {}",
         s.cycles,
-        s.time_ns / 1e3,
+        sim_core::units::duration_us(s.time_ns / 1e3),
         s.flops,
-        s.hbm_bytes,
-        s.hbm_bytes_unpadded,
-        s.vmem_bytes,
+        sim_core::units::bytes(s.hbm_bytes),
+        sim_core::units::bytes(s.hbm_bytes_unpadded),
+        sim_core::units::bytes(s.vmem_bytes),
         s.bound
     )?;
     for (name, cycles, bound) in &s.kernels {

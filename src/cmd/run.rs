@@ -41,8 +41,8 @@ pub struct Args {
     /// Write a Chrome trace (opens in Perfetto or chrome://tracing).
     #[arg(long, value_name = "FILE")]
     pub trace: Option<PathBuf>,
-    /// Write summary.json, report.md, report.html and plots into this directory.
-    #[arg(long, value_name = "DIR")]
+    /// Write summary.json, report.md, report.html and plots into this directory (`--report` is an alias).
+    #[arg(short = 'o', long = "out", alias = "report", value_name = "DIR")]
     pub report: Option<PathBuf>,
     /// Override a workload field for a what-if, by its path in the workload file: `shuffle_ids=true`,
     /// `limits.max_ids_per_chip_per_sample=128`, `host.threads=2`, `tables.0.dtype=bf16` (repeatable).
@@ -132,45 +132,59 @@ pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
     Ok(o)
 }
 
-/// Prints the human summary of a run.
+/// Prints the human summary of a run (units from `sim_core::units`; `--json` keeps the raw numbers).
 pub fn print_summary(w: &Workload, r: &RunResult) {
+    use sim_core::units::{bytes, duration_us, percent, rate};
     let s = &r.summary;
     println!(
-        "{} on {} x {} (global batch {}, {:?})",
-        w.name, w.chips, w.chip, w.global_batch, w.pipelining
+        "{} on {} x {} (global batch {}, {})",
+        w.name,
+        w.chips,
+        w.chip,
+        w.global_batch,
+        format!("{:?}", w.pipelining).to_lowercase()
     );
-    // What does not fit is said first.
+    // What does not fit is said first, constraint by constraint, with its numbers.
     for f in &s.fit_reasons {
-        println!("  DOES NOT FIT ({:?}): {}", f.kind, f.message);
+        println!("  DOES NOT FIT {}", f.text());
     }
-    println!("  step time          {:>12.1} us (steady state)", s.step_time_us);
-    println!("  samples/s          {:>12.0}", s.samples_per_s);
+    println!("  step time          {} (steady state)", duration_us(s.step_time_us));
+    println!("  throughput         {}", rate(s.samples_per_s, "samples/s"));
     let b = &s.busy_fraction;
     println!(
-        "  busy               TC {:.0}%  SC {:.0}%  HBM {:.0}%  ICI {:.0}%  host {:.0}%",
-        b.tc * 100.0,
-        b.sc * 100.0,
-        b.hbm * 100.0,
-        b.ici * 100.0,
-        b.host * 100.0
+        "  busy               TC {}  SC {}  HBM {}  ICI {}  host {}",
+        percent(b.tc),
+        percent(b.sc),
+        percent(b.hbm),
+        percent(b.ici),
+        percent(b.host)
     );
-    println!("  TC/SC overlap      {:>11.0}%", s.overlap_fraction * 100.0);
+    println!("  TC/SC overlap      {}", percent(s.overlap_fraction));
     println!(
-        "  HBM per step       {:>12} B ({:.1}% padding)",
-        s.hbm_bytes_per_step,
-        s.hbm_padding_bytes_per_step as f64 * 100.0 / s.hbm_bytes_per_step.max(1) as f64
+        "  HBM per step       {} ({} padding)",
+        bytes(s.hbm_bytes_per_step),
+        percent(s.hbm_padding_bytes_per_step as f64 / s.hbm_bytes_per_step.max(1) as f64)
     );
     for (k, v) in &s.peak_memory_bytes {
         let cap = s.capacity_bytes.get(k).copied().unwrap_or(0);
         println!(
-            "  {k:<18} {v:>12} B of {cap} B{}",
+            "  {:<18} {} of {} ({}){}",
+            memory_label(k),
+            bytes(*v),
+            bytes(cap),
+            percent(*v as f64 / cap.max(1) as f64),
             if *v > cap { "  DOES NOT FIT" } else { "" }
         );
     }
-    println!(
-        "  minibatches/step   {:>12}   dropped ids/step {}",
-        s.minibatches_per_step, s.dropped_ids_per_step
-    );
+    // Dropped ids only mean something where dropping is on; with it off an overflow aborts instead.
+    if w.limits.allow_id_dropping {
+        println!(
+            "  minibatches/step   {}   dropped ids/step {}",
+            s.minibatches_per_step, s.dropped_ids_per_step
+        );
+    } else {
+        println!("  minibatches/step   {}", s.minibatches_per_step);
+    }
     let bad: Vec<_> = s
         .limits
         .iter()
@@ -189,8 +203,8 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         );
     }
     println!(
-        "  start-up           {:>12.1} ms (table initialisation)",
-        r.startup_ps as f64 / 1e9
+        "  start-up           {} (table initialisation)",
+        duration_us(r.startup_ps as f64 / 1e6)
     );
     println!("  {}", r.straggler);
     if let Some(n) = &r.nan {
@@ -199,25 +213,49 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     for wmsg in &r.warnings {
         println!("  warning: {wmsg}");
     }
-    println!("  fits               {}", s.fits);
+    if s.fit_reasons.is_empty() && s.fits {
+        println!("  fits               yes");
+    } else {
+        let kinds: Vec<&str> = s.fit_reasons.iter().map(|f| f.kind.label()).collect();
+        println!("  fits               no: {}", kinds.join(", "));
+    }
     println!("{}", r.bottleneck);
+}
+
+/// The name a memory space goes by in human output.
+fn memory_label(space: &str) -> &str {
+    match space {
+        "hbm" => "HBM",
+        "vmem" => "VMEM",
+        "tilespmem" => "TileSpmem",
+        "spmem" => "Spmem",
+        other => other,
+    }
 }
 
 /// Prints the step-time range per assumption.
 pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) {
     println!(
-        "{} on {} x {}: step time {:.1} us; {:.1} to {:.1} us with every assumed constant halved or doubled",
-        w.name, w.chips, w.chip, s.step_time_us, s.range_us[0], s.range_us[1]
+        "{} on {} x {}: step time {}; {} to {} with every assumed constant halved or doubled",
+        w.name,
+        w.chips,
+        w.chip,
+        sim_core::units::duration_us(s.step_time_us),
+        sim_core::units::duration_us(s.range_us[0]),
+        sim_core::units::duration_us(s.range_us[1])
     );
     println!(
         "  {:<36} {:>14} {:>12} {:>12} {:>8}",
-        "assumption", "value", "halved us", "doubled us", "swing"
+        "assumption", "value", "halved µs", "doubled µs", "swing"
     );
     for a in &s.assumptions {
         println!(
             "  {:<36} {:>14} {:>12.1} {:>12.1} {:>7.1}%",
             a.name,
-            a.value.to_string(),
+            match a.value.as_f64() {
+                Some(x) if a.value.is_f64() => sim_core::units::number(x, 6),
+                _ => a.value.to_string(),
+            },
             a.halved_step_time_us,
             a.doubled_step_time_us,
             a.swing * 100.0
@@ -241,8 +279,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         sim_core::output::check_writable(p).with_context(|| format!("--trace {}", p.display()))?;
     }
     if let Some(d) = &args.report {
-        sim_core::output::check_writable(&d.join("report.html"))
-            .with_context(|| format!("--report {}", d.display()))?;
+        sim_core::output::check_writable(&d.join("report.html")).with_context(|| format!("--out {}", d.display()))?;
     }
     let r = simulate_args(&args, &w)?;
     if args.sensitivity {
@@ -271,10 +308,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         if share >= 0.2 {
             let range = workloads::sensitivity::assumption_range(&w, &run_options(&args)?)?;
             println!(
-                "Assumed constants hold {:.0}% of the critical path: the step takes {:.1} to {:.1} us with them halved or doubled (tpusim run --sensitivity).",
-                share * 100.0,
-                range[0],
-                range[1]
+                "Assumed constants hold {} of the critical path: the step takes {} to {} with them halved or doubled (tpusim run --sensitivity).",
+                sim_core::units::percent(share),
+                sim_core::units::duration_us(range[0]),
+                sim_core::units::duration_us(range[1])
             );
         }
         if let Some(p) = &args.trace {

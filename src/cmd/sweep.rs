@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use tpusim_api::sweep::shard::{merge, write_shard, Shard};
-use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, write_outputs, SweepRequest};
+use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, sweep_json, write_outputs, SweepRequest};
 
 /// Arguments of `tpusim sweep`.
 #[derive(clap::Args)]
@@ -61,9 +61,12 @@ pub struct Args {
     #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["workload", "preset", "chip", "chips", "batch", "limits", "target", "price", "set"])]
     pub merge: Vec<PathBuf>,
     /// Output directory (sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg; with --shard,
-    /// the shard file).
-    #[arg(short = 'o', long)]
+    /// the shard file). `--output` is an alias.
+    #[arg(short = 'o', long = "out", alias = "output", value_name = "DIR")]
     pub output: PathBuf,
+    /// Print the answers and every configuration's point as JSON instead of the table.
+    #[arg(long)]
+    pub json: bool,
 }
 
 /// Runs `tpusim sweep`.
@@ -100,6 +103,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         bar.finish_and_clear();
         if let Some(s) = shard {
             let path = write_shard(&args.output, &plan, s, points)?;
+            if args.json {
+                let v = serde_json::json!({"shard_file": path.display().to_string(), "shard": s.index,
+                    "shards": s.count, "configurations": indices.len(), "of": plan.configs.len()});
+                println!("{v}");
+                return Ok(0);
+            }
             println!(
                 "wrote {} (shard {}/{}: {} of {} configurations); merge with `tpusim sweep --merge DIR... -o OUT`",
                 path.display(),
@@ -115,12 +124,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         merge(&args.merge)?
     };
     write_outputs(&args.output, &points)?;
-    print!("{}", summary_text(&plan, &points));
-    println!(
-        "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg ({} configurations)",
-        args.output.display(),
-        points.len()
-    );
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&sweep_json(&plan, &points)?)?);
+    } else {
+        print!("{}", summary_text(&plan, &points));
+        println!(
+            "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg ({} configurations)",
+            args.output.display(),
+            points.len()
+        );
+    }
     // A configuration that could not be evaluated is an error, not a result (a misfit is a result).
     let failed: Vec<&tpusim_api::sweep::SweepPoint> = points.iter().filter(|p| p.error.is_some()).collect();
     for p in &failed {

@@ -50,11 +50,11 @@ pub struct KnobFacts {
 }
 
 fn mib(b: u64) -> String {
-    format!("{:.2} MiB", b as f64 / (1u64 << 20) as f64)
+    sim_core::units::bytes(b)
 }
 
 fn us(ps: u64) -> String {
-    format!("{:.2} us", ps as f64 / 1e6)
+    sim_core::units::duration_us(ps as f64 / 1e6)
 }
 
 fn table_map(m: &BTreeMap<String, u32>) -> String {
@@ -82,8 +82,8 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
             c.stacks.len(),
             if w.chips > 1 {
                 format!(
-                    " ({:.1} us of collective latency per direction)",
-                    c.stacks.len() as f64 * c.collective_latency_ps as f64 / 1e6
+                    " ({} of collective latency per direction)",
+                    us(c.stacks.len() as u64 * c.collective_latency_ps)
                 )
             } else {
                 String::new()
@@ -111,9 +111,9 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
         "tf_xla_disable_full_embedding_pipelining",
         (w.pipelining == Pipelining::Sequential).to_string(),
         format!(
-            "step {:.1} us, TC/SC overlap {:.0}%{}",
-            s.step_time_us,
-            s.overlap_fraction * 100.0,
+            "step {}, TC/SC overlap {}{}",
+            sim_core::units::duration_us(s.step_time_us),
+            sim_core::units::percent(s.overlap_fraction),
             if w.pipelining == Pipelining::Pipelined {
                 ", SparseCore sees gradients two steps stale"
             } else {

@@ -265,17 +265,36 @@ fn sixty_four() -> u32 {
 }
 
 /// `SparseDenseMatmulOp`'s simulated quantization: rows are quantised to `num_buckets` levels over
-/// [low, high] (clipped) and dequantised before use.
+/// [low, high] (clipped) and dequantised before use. A field left out takes its default (256 levels
+/// over [-1, 1], int8 over the usual embedding range), so `--set quantization.FIELD=...` alone turns
+/// quantization on.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct QuantizationDef {
     /// Levels (256 for int8).
+    #[serde(default = "buckets_256")]
     pub quantization_config_num_buckets: u32,
     /// Lowest representable value.
+    #[serde(default = "minus_one")]
     pub quantization_config_low: f32,
     /// Highest representable value.
+    #[serde(default = "plus_one")]
     pub quantization_config_high: f32,
 }
+
+fn buckets_256() -> u32 {
+    256
+}
+fn minus_one() -> f32 {
+    -1.0
+}
+fn plus_one() -> f32 {
+    1.0
+}
+
+/// Documented aliases of workload fields (`--set` and files accept either name): (alias, field), as
+/// dotted paths.
+pub const FIELD_ALIASES: &[(&str, &str)] = &[("host.maximum_parallel_iterations", "host.prefetch")];
 
 /// The host's input pipeline.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]

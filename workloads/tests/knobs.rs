@@ -370,5 +370,5 @@ fn every_stack_pays_its_own_all_to_all() {
     assert!(knob(&unstacked, "disable_table_stacking")
         .2
         // Each pays 1 us to launch plus 1 us per hop over the 4x4x4 torus's diameter of 6: 26 x 7 us.
-        .contains("26 all-to-alls each way (182.0 us"));
+        .contains("26 all-to-alls each way (182.0 µs"));
 }

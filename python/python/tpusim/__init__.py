@@ -158,7 +158,7 @@ def sweep(workload: PathLike | None = None, preset: str | None = None, chip: Seq
           prices: Mapping[str, float] | None = None) -> list[dict]:
     """A capacity sweep over ``chip`` x ``chips`` x ``batch``: the rows of ``tpusim sweep``'s
     ``sweep.json`` (chip, chips, batch, step_time_us, samples_per_s, fits, bottleneck,
-    needed_max_ids, needed_max_unique_ids, cost_per_hour, error), in configuration order.
+    needed_max_ids, needed_max_unique_ids, cost_per_hour, error, fit_reasons), in configuration order.
 
     ``batch`` is a list, an int or ``"4096..65536x2"``; ``prices`` per chip-hour override the assumed
     ones in ``cost_per_hour`` (``--price``); ``overrides`` are ``--set`` keys for every configuration. ``executor=None`` runs on this machine's

@@ -179,7 +179,9 @@ impl Geometry {
         if unpadded == 0 {
             return Ok(0.0);
         }
-        Ok(self.padded_bytes()? as f64 / unpadded as f64 - 1.0)
+        // (padded - unpadded) / unpadded in one rounding: 36/60 is 0.6, not 96/60 - 1 = 0.6000000000000001.
+        let padded = self.padded_bytes()?;
+        Ok((padded as f64 - unpadded as f64) / unpadded as f64)
     }
 
     /// Linear element offset of a logical index.

@@ -16,6 +16,7 @@
 //!    chip with the smallest TileSpmem (v6e, dim 32768).
 
 use serde::{Deserialize, Serialize};
+use sim_core::units::{bytes, bytes_of};
 
 /// The compiler allows SparseCore tensors up to this size.
 pub const HBM_PER_TENSOR_LIMIT_BYTES: u64 = 16 << 30;
@@ -237,9 +238,12 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
     };
     let message = match class {
         VerdictClass::Ok => format!(
-            "compiles: Spmem {} B of {} B (fixed {fixed} + row-dependent {row_dep} / {MAX_REPLICAS} replicas), CSR row {needed} B of {available} B TileSpmem, table {table_hbm_bytes} B of {HBM_PER_TENSOR_LIMIT_BYTES} B per tensor",
-            fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)),
-            p.tilespmem_bytes
+            "compiles: Spmem {} (fixed {} + row-dependent {} / {MAX_REPLICAS} replicas), CSR row {} TileSpmem, table {} per tensor",
+            bytes_of(fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)), p.tilespmem_bytes),
+            bytes(fixed),
+            bytes(row_dep),
+            bytes_of(needed, available),
+            bytes_of(table_hbm_bytes, HBM_PER_TENSOR_LIMIT_BYTES)
         ),
         VerdictClass::HbmPerTensor => format!(
             "SparseCore only supports 16 GiB of HBM per tensor, got {table_hbm_bytes} in f32[{},{}]. Reduce the vocabulary or the embedding dim, or shard the table over more devices.",

@@ -50,7 +50,7 @@ pub fn fit_reasons(p: &Plan, mem: &Memory, limits: &[StackVerdict], work: &RunWo
         if need > cap {
             out.push(FitReason {
                 kind,
-                message: format!("{} needs {need} B of {cap} B", space.to_uppercase()),
+                message: format!("needs {} ({need} B)", sim_core::units::bytes_of(need, cap)),
                 needed_bytes: Some(need),
                 capacity_bytes: Some(cap),
             });
@@ -122,12 +122,7 @@ fn advice(stage: Stage, p: &Plan, m: &Measured) -> String {
 }
 
 fn us(ps: u64) -> String {
-    let us = ps as f64 / 1e6;
-    if us >= 100.0 {
-        format!("{us:.0} us")
-    } else {
-        format!("{us:.1} us")
-    }
+    sim_core::units::duration_us(ps as f64 / 1e6)
 }
 
 /// The bottleneck sentence: what does not fit comes first; then the stage holding most of the
