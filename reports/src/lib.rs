@@ -3,6 +3,7 @@
 //!
 //! Architecture invariant: reports never computes a simulated number; it presents what a run recorded.
 
+pub mod plot;
 pub mod sweep;
 
 use std::collections::BTreeMap;
