@@ -322,9 +322,16 @@ pub fn points_json(points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
     Ok(serde_json::to_value(points).map_err(anyhow::Error::from)?)
 }
 
-/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` into `dir`.
+/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` (each figure
+/// also as PNG) into `dir`.
 pub fn write_outputs(dir: &Path, points: &[SweepPoint]) -> crate::Result<()> {
     reports::sweep::write_sweep(dir, points).with_context(|| dir.display().to_string())?;
+    Ok(())
+}
+
+/// [`write_outputs`] with the plan's `--target` drawn on the samples/s chart.
+pub fn write_plan_outputs(dir: &Path, plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<()> {
+    reports::sweep::write_sweep_with_target(dir, points, plan.target).with_context(|| dir.display().to_string())?;
     Ok(())
 }
 

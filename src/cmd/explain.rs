@@ -23,7 +23,8 @@ enum What {
         /// Steps to draw.
         #[arg(long, default_value_t = 6)]
         steps: u32,
-        /// Where to write the picture (SVG).
+        /// Where to write the picture: the SVG, and the PNG beside it with the same basename (a path
+        /// ending in .png names the same pair).
         #[arg(long)]
         svg: PathBuf,
     },
@@ -53,14 +54,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 w.name,
                 seq.summary.step_time_us / pip.summary.step_time_us
             );
-            let text = reports::gantt_svg(
-                &[
+            let gantt = reports::Gantt {
+                title,
+                panels: vec![
                     ("sequential", &seq.recorder, seq.summary.step_time_us),
                     ("pipelined", &pip.recorder, pip.summary.step_time_us),
                 ],
-                &title,
-            );
-            sim_core::output::write_atomic(&svg, text).with_context(|| svg.display().to_string())?;
+            };
+            let svg = svg.with_extension("svg");
+            let png = reports::plot::png_path(&svg);
+            reports::plot::write_figure(&svg, &gantt).with_context(|| svg.display().to_string())?;
             println!("Each step runs SC forward (SC/F), TC forward and backward (TC/F, TC/B) and SC backward (SC/B).");
             println!(
                 "sequential: SC/F of step i+1 waits for SC/B of step i        -> {:.1} us per step",
@@ -73,7 +76,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             println!(
                 "            so step i+1 looks up tables that miss step i's update: gradients arrive two steps late."
             );
-            println!("picture: {}", svg.display());
+            println!("picture: {} and {}", svg.display(), png.display());
             Ok(0)
         }
         What::Limits { spec, ids } => explain_limits(&spec, &ids),
