@@ -122,7 +122,7 @@ impl Figure for Gantt<'_> {
                     Swatch::Arrow(ARROW),
                     "stale gradients: SC backward of step i feeds SC forward of step i+2".to_string(),
                 ),
-                (Swatch::Box(WHITE), "numbers in bars: training step".to_string()),
+                (Swatch::Text("3"), "numbers in bars: training step".to_string()),
             ],
         )?;
         let end_us = self.end_ps() as f64 / 1e6;
@@ -337,10 +337,22 @@ pub fn memory_figure(s: &RunSummary) -> Bars {
                     plot::bytes(cap as f64),
                     percent(pct)
                 );
-                (k.clone(), pct, label, colour)
+                (space_name(k), pct, label, colour)
             })
             .collect(),
         x_max: 100.0,
+    }
+}
+
+/// A memory space as the guides write it.
+fn space_name(k: &str) -> String {
+    match k {
+        "hbm" => "HBM".into(),
+        "vmem" => "VMEM".into(),
+        "tilespmem" => "TileSpmem".into(),
+        "spmem" => "Spmem".into(),
+        "smem" => "SMEM".into(),
+        other => other.into(),
     }
 }
 
@@ -608,18 +620,48 @@ mod tests {
         r
     }
 
+    /// `<rect` elements whose fill is `colour`.
+    fn rects(svg: &str, colour: &str) -> usize {
+        svg.split("<rect")
+            .skip(1)
+            .filter(|el| el[..el.find("/>").unwrap()].contains(&format!("fill=\"{colour}\"")))
+            .count()
+    }
+
     #[test]
-    fn gantt_has_rows_bars_and_arrows() {
+    fn gantt_has_rows_bars_step_numbers_legend_and_arrows() {
         let (s, p) = (rec(false), rec(true));
         let svg = gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo");
-        for label in ["SC/F", "SC/B", "TC/F", "TC/B", "sequential", "pipelined", "marker-end"] {
-            assert!(svg.contains(label), "{label}");
+        for text in [
+            "demo",
+            "SC fwd",
+            "SC bwd",
+            "TC fwd",
+            "TC bwd",
+            "SparseCore forward (lookup)",
+            "SparseCore backward (update)",
+            "TensorCore forward",
+            "TensorCore backward",
+            "stale gradients: SC backward of step i feeds SC forward of step i+2",
+            "numbers in bars: training step",
+            "sequential: step time 100.0 µs",
+            "pipelined: step time 60.0 µs",
+            "simulated time (µs)",
+        ] {
+            assert!(svg.contains(&format!("\n{text}\n")), "{text}");
         }
-        assert_eq!(svg.matches("<rect x=").count(), 24);
-        assert_eq!(
-            svg,
-            gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo")
-        );
+        // Each stage: 3 steps x 2 panels of bars, plus its legend box; the four colours differ.
+        for colour in ["#0072B2", "#56B4E9", "#D55E00", "#E69F00"] {
+            assert_eq!(rects(&svg, colour), 7, "{colour}");
+        }
+        // Bars are 20 us of 295 us on ~1000 px: wide enough for their step number, in each of the
+        // 4 rows of both panels.
+        assert_eq!(svg.matches("\n1\n").count(), 8);
+        assert_eq!(svg.matches("\n2\n").count(), 8);
+        // One flow, one arrow (plus the legend's): a line and a head each.
+        assert_eq!(svg.matches("<polyline fill=\"none\" opacity=\"1\" stroke=\"#CC79A7\"").count(), 2);
+        assert_eq!(svg.matches("<polygon").count(), 2);
+        assert_eq!(svg, gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo"));
     }
 
     #[test]
@@ -639,12 +681,31 @@ mod tests {
         let p = write_report(&dir, &input).unwrap();
         let html = std::fs::read_to_string(&p.html).unwrap();
         assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700.0%"));
+        assert!(!html.contains("![utilisation]"));
         let md = std::fs::read_to_string(&p.markdown).unwrap();
         assert!(
             md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 |")
         );
-        let first = std::fs::read(&p.markdown).unwrap();
+        // Every figure as SVG and PNG (the PNG's IHDR: width and height at bytes 16..24).
+        for f in ["gantt", "busy", "memory", "hbm_traffic"] {
+            let svg = std::fs::read_to_string(dir.join(format!("{f}.svg"))).unwrap();
+            let png = std::fs::read(dir.join(format!("{f}.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+            let w = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+            assert!(svg.starts_with(&format!("<svg width=\"{w}\"")), "{f}");
+            assert!(html.contains(&svg), "{f} inline in the HTML");
+        }
+        let busy = std::fs::read_to_string(dir.join("busy.svg")).unwrap();
+        for text in ["busy (% of simulated time)", "TensorCore", "SparseCore", "HBM", "ICI", "host"] {
+            assert!(busy.contains(&format!("\n{text}\n")), "{text}");
+        }
+        let first: Vec<Vec<u8>> = ["report.md", "gantt.svg", "gantt.png", "busy.png"]
+            .iter()
+            .map(|f| std::fs::read(dir.join(f)).unwrap())
+            .collect();
         write_report(&dir, &input).unwrap();
-        assert_eq!(std::fs::read(&p.markdown).unwrap(), first);
+        for (f, bytes) in ["report.md", "gantt.svg", "gantt.png", "busy.png"].iter().zip(first) {
+            assert_eq!(std::fs::read(dir.join(f)).unwrap(), bytes, "{f}");
+        }
     }
 }

@@ -272,6 +272,8 @@ pub enum Swatch {
     Dashed(RGBColor),
     /// An arrow.
     Arrow(RGBColor),
+    /// A short text in a grey box (e.g. a step number).
+    Text(&'static str),
 }
 
 /// Marker shapes, cycled when series outnumber the palette.
@@ -360,6 +362,19 @@ impl Swatch {
                 Ok(())
             }
             Swatch::Arrow(c) => arrow(area, (x, y), (x + 18, y), c),
+            Swatch::Text(t) => {
+                area.draw(&Rectangle::new([(x, y - 8), (x + 18, y + 8)], RGBColor(0xDD, 0xDD, 0xDD).filled()))
+                    .map_err(err)?;
+                area.draw(&Text::new(
+                    t,
+                    (x + 9, y),
+                    font(13.0).pos(plotters::style::text_anchor::Pos::new(
+                        plotters::style::text_anchor::HPos::Center,
+                        plotters::style::text_anchor::VPos::Center,
+                    )),
+                ))
+                .map_err(err)
+            }
         }
     }
 }

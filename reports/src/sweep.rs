@@ -410,7 +410,7 @@ impl Figure for FitMap<'_> {
         let notes = self.notes().len().min(MAX_NOTES + 1) as u32;
         (
             (200 + self.cell_w() * c.max(1) + 40).max(760),
-            120 + 30 * r.max(1) + 60 + 24 + 18 * (notes + 1),
+            120 + 30 * r.max(1) + 60 + 46 + 18 * (notes + 1),
         )
     }
 
@@ -503,6 +503,17 @@ impl Figure for FitMap<'_> {
             ],
         )?;
         let top = 20 + 18 * 3 + 8;
+        let silent = self.points.iter().any(|p| p.error.is_none() && !p.fits && fit_reasons(p).is_empty());
+        if silent {
+            below
+                .draw(&Text::new(
+                    "Why not: these points carry no reasons; `tpusim run --chip C --chips N --batch B` gives them.",
+                    (20, top),
+                    font(13.0),
+                ))
+                .map_err(err)?;
+        }
+        let top = if silent { top + 22 } else { top };
         if !notes.is_empty() {
             below
                 .draw(&Text::new("Why not:", (20, top), font(14.0)))

@@ -82,3 +82,113 @@ fn sweep_figures_are_svg_and_png_of_the_same_size() {
         }
     }
 }
+
+/// (stroke colour, stroke width, points) of every `<polyline>` in an SVG.
+fn polylines(svg: &str) -> Vec<(String, String, Vec<(f64, f64)>)> {
+    let attr = |el: &str, name: &str| -> String {
+        let k = format!(" {name}=\"");
+        el.find(&k)
+            .map(|i| el[i + k.len()..].split('"').next().unwrap().to_string())
+            .unwrap_or_default()
+    };
+    svg.split("<polyline")
+        .skip(1)
+        .map(|el| {
+            let el = &el[..el.find("/>").unwrap()];
+            let pts = attr(el, "points")
+                .split_whitespace()
+                .map(|p| {
+                    let (x, y) = p.split_once(',').unwrap();
+                    (x.parse().unwrap(), y.parse().unwrap())
+                })
+                .collect();
+            (attr(el, "stroke"), attr(el, "stroke-width"), pts)
+        })
+        .collect()
+}
+
+#[test]
+fn sweep_chart_has_axis_titles_legend_distinct_colours_and_the_target_line() {
+    let dir = tmp("sweep-svg");
+    write_sweep_with_target(&dir, &points(), Some(2.0e8)).unwrap();
+    let svg = std::fs::read_to_string(dir.join("sweep.svg")).unwrap();
+    // Batches 4096..65536 span more than a decade: log axis.
+    for text in [
+        "Throughput vs global batch",
+        "global batch (samples, log scale)",
+        "throughput (samples/s)",
+        "configuration (chips x chip)",
+        "4 x v5p",
+        "8 x v5p",
+        "4 x v6e",
+        "8 x v6e",
+        "hollow: does not fit",
+        "target (200M samples/s)",
+    ] {
+        assert!(svg.contains(&format!("\n{text}\n")), "{text}");
+    }
+    // Ticks: every batch (powers of two) labelled, and several throughput ticks.
+    for tick in ["4096", "8192", "16384", "32768", "65536", "50M", "100M", "150M", "200M"] {
+        assert!(svg.contains(&format!("\n{tick}\n")), "tick {tick}");
+    }
+    let lines = polylines(&svg);
+    // The series: 2-px lines in the first four Okabe-Ito colours, one per configuration (4 x v5p
+    // has 4 points: its batch-65536 point failed to run).
+    let series: Vec<&(String, String, Vec<(f64, f64)>)> = lines
+        .iter()
+        .filter(|(c, w, p)| w == "2" && c != "#555555" && p.len() >= 4)
+        .collect();
+    let colours: Vec<&str> = series.iter().map(|s| s.0.as_str()).collect();
+    assert_eq!(colours, ["#0072B2", "#E69F00", "#009E73", "#D55E00"]);
+    // The target line: dashes of one colour at one height, above every data point (200M is above
+    // the best throughput, 65536 / 919.2 us = 71M samples/s).
+    // (The legend, right of x = 980 - 240, has a dashed swatch of its own.)
+    let dashes: Vec<&(String, String, Vec<(f64, f64)>)> = lines
+        .iter()
+        .filter(|l| l.0 == "#555555" && l.2.iter().all(|p| p.0 < 740.0))
+        .collect();
+    assert!(dashes.len() >= 10, "{}", dashes.len());
+    let y = dashes[0].2[0].1;
+    assert!(dashes.iter().all(|d| d.2.iter().all(|p| p.1 == y)));
+    let top_point = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(f64::MAX, f64::min);
+    assert!(y < top_point, "{y} vs {top_point}");
+    // No target: no dashes.
+    let dir2 = tmp("sweep-svg-no-target");
+    write_sweep_with_target(&dir2, &points(), None).unwrap();
+    let plain = std::fs::read_to_string(dir2.join("sweep.svg")).unwrap();
+    assert!(!plain.contains("#555555") && !plain.contains("target ("));
+}
+
+#[test]
+fn step_time_chart_switches_to_ms_and_fit_map_says_what_each_cell_is() {
+    let dir = tmp("step-time");
+    write_sweep_with_target(&dir, &points(), None).unwrap();
+    let svg = std::fs::read_to_string(dir.join("step_time.svg")).unwrap();
+    // The slowest point: 100 + 65536 / 40 = 1738.4 us, past 1 ms.
+    assert!(svg.contains("\nstep time (ms)\n") && svg.contains("\nStep time vs global batch\n"));
+    let map = std::fs::read_to_string(dir.join("fit_map.svg")).unwrap();
+    for text in [
+        "global batch (samples)",
+        "configuration (chips x chip)",
+        "8 x v6e",
+        "fits",
+        "no fit",
+        "error",
+        "4 x v5p, batch 65536: could not run: boom",
+    ] {
+        assert!(map.contains(&format!("\n{text}\n")), "{text}");
+    }
+    // 20 points: 18 fit, one does not, one failed.
+    assert_eq!(map.matches("\nfits\n").count(), 18);
+    assert_eq!(map.matches("\nno fit\n").count(), 1);
+}
+
+#[test]
+fn sweep_figures_are_deterministic() {
+    let (a, b) = (tmp("det-a"), tmp("det-b"));
+    write_sweep_with_target(&a, &points(), Some(1e8)).unwrap();
+    write_sweep_with_target(&b, &points(), Some(1e8)).unwrap();
+    for f in reports::sweep::SWEEP_FILES {
+        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f}");
+    }
+}
