@@ -61,6 +61,9 @@ fn readme_caption_quotes_the_pipelining_speedup() {
         "README's pipelining caption should quote {speedup}"
     );
     for name in ["pipelining", "sweep", "report-gantt"] {
-        assert!(readme.contains(&format!("docs/{name}.png")), "README shows docs/{name}.png");
+        assert!(
+            readme.contains(&format!("docs/{name}.png")),
+            "README shows docs/{name}.png"
+        );
     }
 }

@@ -100,7 +100,10 @@ fn legend_row<DB: DrawingBackend>(
 
 impl Figure for Gantt<'_> {
     fn size(&self) -> (u32, u32) {
-        (GANTT_W, GANTT_HEADER + GANTT_PANEL * self.panels.len().max(1) as u32 + 24)
+        (
+            GANTT_W,
+            GANTT_HEADER + GANTT_PANEL * self.panels.len().max(1) as u32 + 24,
+        )
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
@@ -250,7 +253,12 @@ impl Figure for Bars {
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
-        let max = self.items.iter().map(|i| i.1).fold(self.x_max, f64::max).max(f64::MIN_POSITIVE);
+        let max = self
+            .items
+            .iter()
+            .map(|i| i.1)
+            .fold(self.x_max, f64::max)
+            .max(f64::MIN_POSITIVE);
         // Room on the right for the longest label past the longest bar.
         let hi = max * 1.3;
         let n = self.items.len() as f64;
@@ -521,7 +529,10 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
         markdown: dir.join("report.md"),
         html: dir.join("report.html"),
         gantt: dir.join("gantt.svg"),
-        figures: ["busy.svg", "memory.svg", "hbm_traffic.svg"].iter().map(|f| dir.join(f)).collect(),
+        figures: ["busy.svg", "memory.svg", "hbm_traffic.svg"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect(),
     };
     sim_core::output::write_atomic(
         &paths.summary,
@@ -659,9 +670,16 @@ mod tests {
         assert_eq!(svg.matches("\n1\n").count(), 8);
         assert_eq!(svg.matches("\n2\n").count(), 8);
         // One flow, one arrow (plus the legend's): a line and a head each.
-        assert_eq!(svg.matches("<polyline fill=\"none\" opacity=\"1\" stroke=\"#CC79A7\"").count(), 2);
+        assert_eq!(
+            svg.matches("<polyline fill=\"none\" opacity=\"1\" stroke=\"#CC79A7\"")
+                .count(),
+            2
+        );
         assert_eq!(svg.matches("<polygon").count(), 2);
-        assert_eq!(svg, gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo"));
+        assert_eq!(
+            svg,
+            gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo")
+        );
     }
 
     #[test]
@@ -696,7 +714,14 @@ mod tests {
             assert!(html.contains(&svg), "{f} inline in the HTML");
         }
         let busy = std::fs::read_to_string(dir.join("busy.svg")).unwrap();
-        for text in ["busy (% of simulated time)", "TensorCore", "SparseCore", "HBM", "ICI", "host"] {
+        for text in [
+            "busy (% of simulated time)",
+            "TensorCore",
+            "SparseCore",
+            "HBM",
+            "ICI",
+            "host",
+        ] {
             assert!(busy.contains(&format!("\n{text}\n")), "{text}");
         }
         let first: Vec<Vec<u8>> = ["report.md", "gantt.svg", "gantt.png", "busy.png"]

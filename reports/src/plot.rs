@@ -363,8 +363,11 @@ impl Swatch {
             }
             Swatch::Arrow(c) => arrow(area, (x, y), (x + 18, y), c),
             Swatch::Text(t) => {
-                area.draw(&Rectangle::new([(x, y - 8), (x + 18, y + 8)], RGBColor(0xDD, 0xDD, 0xDD).filled()))
-                    .map_err(err)?;
+                area.draw(&Rectangle::new(
+                    [(x, y - 8), (x + 18, y + 8)],
+                    RGBColor(0xDD, 0xDD, 0xDD).filled(),
+                ))
+                .map_err(err)?;
                 area.draw(&Text::new(
                     t,
                     (x + 9, y),
@@ -386,7 +389,8 @@ pub(crate) fn arrow<DB: DrawingBackend>(
     b: (i32, i32),
     c: RGBColor,
 ) -> Result<(), PlotError> {
-    area.draw(&PathElement::new(vec![a, b], c.stroke_width(2))).map_err(err)?;
+    area.draw(&PathElement::new(vec![a, b], c.stroke_width(2)))
+        .map_err(err)?;
     let (dx, dy) = ((b.0 - a.0) as f64, (b.1 - a.1) as f64);
     let len = (dx * dx + dy * dy).sqrt().max(1e-9);
     let (ux, uy) = (dx / len, dy / len);
@@ -415,7 +419,10 @@ mod tests {
 
     #[test]
     fn log_ticks_are_powers_of_two_or_decades() {
-        assert_eq!(log_ticks(4096.0, 65536.0, 8), vec![4096.0, 8192.0, 16384.0, 32768.0, 65536.0]);
+        assert_eq!(
+            log_ticks(4096.0, 65536.0, 8),
+            vec![4096.0, 8192.0, 16384.0, 32768.0, 65536.0]
+        );
         // 1..2^20: 21 powers of two, too many: 1-2-5 decades instead.
         let t = log_ticks(1.0, 1048576.0, 8);
         assert_eq!(&t[..4], &[1.0, 2.0, 5.0, 10.0]);

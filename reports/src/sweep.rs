@@ -73,7 +73,6 @@ pub fn sweep_csv(points: &[SweepPoint]) -> String {
     csv
 }
 
-
 /// Writes [`SWEEP_FILES`] into `dir` (created if missing), without a target line.
 pub fn write_sweep(dir: &Path, points: &[SweepPoint]) -> std::io::Result<()> {
     write_sweep_with_target(dir, points, None)
@@ -109,9 +108,11 @@ pub fn write_sweep_with_target(dir: &Path, points: &[SweepPoint], target: Option
 /// Why a point does not fit, from its `fit_reasons` when the point carries them (read through the
 /// serialised point, so older points without the field simply have none).
 pub fn fit_reasons(p: &SweepPoint) -> Vec<String> {
-    let Ok(v) = serde_json::to_value(p) else {
-        return Vec::new();
-    };
+    serde_json::to_value(p).map(|v| reasons_in(&v)).unwrap_or_default()
+}
+
+/// The `fit_reasons` of a serialised point: strings as they are, objects by their message (or kind).
+fn reasons_in(v: &serde_json::Value) -> Vec<String> {
     let Some(list) = v.get("fit_reasons").and_then(|r| r.as_array()) else {
         return Vec::new();
     };
@@ -130,7 +131,7 @@ pub fn fit_reasons(p: &SweepPoint) -> Vec<String> {
 /// The short form of a reason shown in a fit-map cell: its first word ("HBM: 120 GiB > 95 GiB" -> "HBM").
 fn reason_code(r: &str) -> String {
     let word: String = r
-        .split(|c: char| c == ':' || c.is_whitespace() || c == '(')
+        .split(|c: char| c == ':' || c == '_' || c.is_whitespace() || c == '(')
         .find(|w| !w.is_empty())
         .unwrap_or("")
         .chars()
@@ -237,13 +238,17 @@ impl Figure for SweepChart<'_> {
         let (plot_area, legend_area) = root.split_horizontally(w - LEGEND_W);
         if ok.is_empty() {
             plot_area
-                .draw(&Text::new(format!("{title}: no configuration ran"), (20, 30), font(18.0)))
+                .draw(&Text::new(
+                    format!("{title}: no configuration ran"),
+                    (20, 30),
+                    font(18.0),
+                ))
                 .map_err(err)?;
             return Ok(());
         }
-        let (bmin, bmax) = ok
-            .iter()
-            .fold((f64::MAX, 0.0f64), |a, p| (a.0.min(p.batch as f64), a.1.max(p.batch as f64)));
+        let (bmin, bmax) = ok.iter().fold((f64::MAX, 0.0f64), |a, p| {
+            (a.0.min(p.batch as f64), a.1.max(p.batch as f64))
+        });
         // A log axis (base 2) once the batches span a decade.
         let log = bmax / bmin >= 10.0;
         let fwd = move |b: f64| if log { b.log2() } else { b };
@@ -283,10 +288,7 @@ impl Figure for SweepChart<'_> {
             .margin(12)
             .x_label_area_size(58)
             .y_label_area_size(86)
-            .build_cartesian_2d(
-                Axis::new(x0, x1, xticks),
-                Axis::new(0.0, ymax, yticks),
-            )
+            .build_cartesian_2d(Axis::new(x0, x1, xticks), Axis::new(0.0, ymax, yticks))
             .map_err(err)?;
         chart
             .configure_mesh()
@@ -340,9 +342,15 @@ impl Figure for SweepChart<'_> {
             }
             entries.push((Swatch::Line(colour, marker), format!("{chips} x {chip}")));
         }
-        entries.push((Swatch::Hollow(BLACK, Marker::Circle), "hollow: does not fit".to_string()));
+        entries.push((
+            Swatch::Hollow(BLACK, Marker::Circle),
+            "hollow: does not fit".to_string(),
+        ));
         if let Some(t) = target {
-            entries.push((Swatch::Dashed(TARGET_COLOUR), format!("target ({} samples/s)", plot::si(t))));
+            entries.push((
+                Swatch::Dashed(TARGET_COLOUR),
+                format!("target ({} samples/s)", plot::si(t)),
+            ));
         }
         legend_area
             .draw(&Text::new("configuration (chips x chip)", (4, 50), font(14.0)))
@@ -383,7 +391,11 @@ impl FitMap<'_> {
         let mut out = Vec::new();
         for (chip, chips) in self.rows() {
             for b in self.cols() {
-                let Some(p) = self.points.iter().find(|p| p.chip == chip && p.chips == chips && p.batch == b) else {
+                let Some(p) = self
+                    .points
+                    .iter()
+                    .find(|p| p.chip == chip && p.chips == chips && p.batch == b)
+                else {
                     continue;
                 };
                 if let Some(e) = &p.error {
@@ -452,7 +464,11 @@ impl Figure for FitMap<'_> {
         for (i, (chip, chips)) in rows.iter().enumerate() {
             let y = nr - i as f64 - 1.0;
             for (j, b) in cols.iter().enumerate() {
-                let Some(p) = self.points.iter().find(|p| &p.chip == chip && p.chips == *chips && p.batch == *b) else {
+                let Some(p) = self
+                    .points
+                    .iter()
+                    .find(|p| &p.chip == chip && p.chips == *chips && p.batch == *b)
+                else {
                     continue;
                 };
                 let (fill, label) = if p.error.is_some() {
@@ -497,13 +513,22 @@ impl Figure for FitMap<'_> {
             20,
             20,
             &[
-                (Swatch::Box(FITS), "fits (HBM, on-chip memory and id limits)".to_string()),
-                (Swatch::Box(NO_FIT), "does not fit (cell: why, when the point says)".to_string()),
+                (
+                    Swatch::Box(FITS),
+                    "fits (HBM, on-chip memory and id limits)".to_string(),
+                ),
+                (
+                    Swatch::Box(NO_FIT),
+                    "does not fit (cell: why, when the point says)".to_string(),
+                ),
                 (Swatch::Box(GREY), "could not run".to_string()),
             ],
         )?;
         let top = 20 + 18 * 3 + 8;
-        let silent = self.points.iter().any(|p| p.error.is_none() && !p.fits && fit_reasons(p).is_empty());
+        let silent = self
+            .points
+            .iter()
+            .any(|p| p.error.is_none() && !p.fits && fit_reasons(p).is_empty());
         if silent {
             below
                 .draw(&Text::new(
@@ -515,9 +540,7 @@ impl Figure for FitMap<'_> {
         }
         let top = if silent { top + 22 } else { top };
         if !notes.is_empty() {
-            below
-                .draw(&Text::new("Why not:", (20, top), font(14.0)))
-                .map_err(err)?;
+            below.draw(&Text::new("Why not:", (20, top), font(14.0))).map_err(err)?;
             for (k, n) in notes.iter().take(MAX_NOTES).enumerate() {
                 below
                     .draw(&Text::new(n.clone(), (30, top + 18 * (k as i32 + 1)), font(12.0)))
@@ -534,5 +557,31 @@ impl Figure for FitMap<'_> {
             }
         }
         Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn fit_reasons_are_read_from_whatever_the_point_carries() {
+        let v = serde_json::json!({"fits": false, "fit_reasons": [
+            "HBM: 120.0 GiB needed, 95.0 GiB per chip",
+            {"kind": "runtime_limits", "message": "ids: 900 per partition > max_ids 640"},
+            {"kind": "vmem"}
+        ]});
+        assert_eq!(
+            reasons_in(&v),
+            [
+                "HBM: 120.0 GiB needed, 95.0 GiB per chip",
+                "ids: 900 per partition > max_ids 640",
+                "vmem"
+            ]
+        );
+        assert_eq!(reasons_in(&serde_json::json!({"fits": false})), Vec::<String>::new());
+        assert_eq!(reason_code("HBM: 120.0 GiB needed"), "HBM");
+        assert_eq!(reason_code("runtime_limits"), "runtime");
+        assert_eq!(reason_code("TileSpmemOverflowing"), "TileSpmemO");
     }
 }

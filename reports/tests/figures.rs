@@ -83,8 +83,11 @@ fn sweep_figures_are_svg_and_png_of_the_same_size() {
     }
 }
 
-/// (stroke colour, stroke width, points) of every `<polyline>` in an SVG.
-fn polylines(svg: &str) -> Vec<(String, String, Vec<(f64, f64)>)> {
+/// A `<polyline>`: stroke colour, stroke width, points.
+type Polyline = (String, String, Vec<(f64, f64)>);
+
+/// Every `<polyline>` in an SVG.
+fn polylines(svg: &str) -> Vec<Polyline> {
     let attr = |el: &str, name: &str| -> String {
         let k = format!(" {name}=\"");
         el.find(&k)
@@ -134,7 +137,7 @@ fn sweep_chart_has_axis_titles_legend_distinct_colours_and_the_target_line() {
     let lines = polylines(&svg);
     // The series: 2-px lines in the first four Okabe-Ito colours, one per configuration (4 x v5p
     // has 4 points: its batch-65536 point failed to run).
-    let series: Vec<&(String, String, Vec<(f64, f64)>)> = lines
+    let series: Vec<&Polyline> = lines
         .iter()
         .filter(|(c, w, p)| w == "2" && c != "#555555" && p.len() >= 4)
         .collect();
@@ -143,14 +146,17 @@ fn sweep_chart_has_axis_titles_legend_distinct_colours_and_the_target_line() {
     // The target line: dashes of one colour at one height, above every data point (200M is above
     // the best throughput, 65536 / 919.2 us = 71M samples/s).
     // (The legend, right of x = 980 - 240, has a dashed swatch of its own.)
-    let dashes: Vec<&(String, String, Vec<(f64, f64)>)> = lines
+    let dashes: Vec<&Polyline> = lines
         .iter()
         .filter(|l| l.0 == "#555555" && l.2.iter().all(|p| p.0 < 740.0))
         .collect();
     assert!(dashes.len() >= 10, "{}", dashes.len());
     let y = dashes[0].2[0].1;
     assert!(dashes.iter().all(|d| d.2.iter().all(|p| p.1 == y)));
-    let top_point = series.iter().flat_map(|s| s.2.iter().map(|p| p.1)).fold(f64::MAX, f64::min);
+    let top_point = series
+        .iter()
+        .flat_map(|s| s.2.iter().map(|p| p.1))
+        .fold(f64::MAX, f64::min);
     assert!(y < top_point, "{y} vs {top_point}");
     // No target: no dashes.
     let dir2 = tmp("sweep-svg-no-target");
@@ -189,6 +195,10 @@ fn sweep_figures_are_deterministic() {
     write_sweep_with_target(&a, &points(), Some(1e8)).unwrap();
     write_sweep_with_target(&b, &points(), Some(1e8)).unwrap();
     for f in reports::sweep::SWEEP_FILES {
-        assert_eq!(std::fs::read(a.join(f)).unwrap(), std::fs::read(b.join(f)).unwrap(), "{f}");
+        assert_eq!(
+            std::fs::read(a.join(f)).unwrap(),
+            std::fs::read(b.join(f)).unwrap(),
+            "{f}"
+        );
     }
 }
