@@ -103,7 +103,13 @@ fn demo_and_explain() {
     ]);
     assert_eq!(code, 0);
     assert!(out.contains("two steps late"));
-    assert!(std::fs::read_to_string(&svg).unwrap().contains("SC/F"));
+    let text = std::fs::read_to_string(&svg).unwrap();
+    assert!(
+        text.contains("SC fwd") && text.contains("SparseCore backward"),
+        "{text}"
+    );
+    // The PNG beside it, with the same basename.
+    assert_eq!(&std::fs::read(d.join("p.png")).unwrap()[..4], b"\x89PNG");
     let dir = env!("CARGO_MANIFEST_DIR");
     let (code, out, _) = tpusim(&[
         "explain",

@@ -71,7 +71,7 @@ fn sweep_with_a_tight_limits_file_does_not_fit_and_reports_the_limits_needed() {
 
 /// The files a sweep writes, by name, with their bytes.
 fn outputs(dir: &std::path::Path) -> Vec<(String, Vec<u8>)> {
-    ["sweep.csv", "sweep.json", "sweep.svg", "step_time.svg", "fit_map.svg"]
+    reports::sweep::SWEEP_FILES
         .iter()
         .map(|n| (n.to_string(), std::fs::read(dir.join(n)).unwrap()))
         .collect()

@@ -341,7 +341,8 @@ pub fn points_json(points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
     Ok(serde_json::to_value(points).map_err(anyhow::Error::from)?)
 }
 
-/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` into `dir`.
+/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` (each figure
+/// also as PNG) into `dir`.
 pub fn write_outputs(dir: &Path, points: &[SweepPoint]) -> crate::Result<()> {
     reports::sweep::write_sweep(dir, points).with_context(|| dir.display().to_string())?;
     Ok(())
@@ -424,6 +425,12 @@ pub fn sweep_json(plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<serd
         "answers": serde_json::to_value(answers(plan, points)).map_err(anyhow::Error::from)?,
         "points": points_json(points)?,
     }))
+}
+
+/// [`write_outputs`] with the plan's `--target` drawn on the samples/s chart.
+pub fn write_plan_outputs(dir: &Path, plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<()> {
+    reports::sweep::write_sweep_with_target(dir, points, plan.target).with_context(|| dir.display().to_string())?;
+    Ok(())
 }
 
 /// The answers printed after a sweep: the largest batch that fits each configuration (and, where

@@ -611,7 +611,7 @@ fn sweep_write(plan: &str, points: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>)
         let points: Vec<tpusim_api::sweep::SweepPoint> =
             serde_json::from_str(&json_text_value(points)?).map_err(|e| bad(format!("points: not sweep rows: {e}")))?;
         let dir = as_path(output)?.ok_or_else(|| bad("output: expected a directory path"))?;
-        tpusim_api::sweep::write_outputs(&dir, &points).map_err(err)?;
+        tpusim_api::sweep::write_plan_outputs(&dir, &plan, &points).map_err(err)?;
         Ok(tpusim_api::sweep::summary_text(&plan, &points))
     })
 }

@@ -1,26 +1,33 @@
-//! reports: pictures (SVG, written directly) and summaries (JSON with a stable schema, Markdown and a
+//! reports: pictures (plotters, SVG and PNG) and summaries (JSON with a stable schema, Markdown and a
 //! self-contained HTML page) of recorded runs.
 //!
 //! Architecture invariant: reports never computes a simulated number; it presents what a run recorded.
 
+pub mod plot;
 pub mod sweep;
 
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
+use plotters::coord::Shift;
+use plotters::prelude::*;
+use plotters::style::text_anchor::{HPos, Pos, VPos};
+
 use sim_core::recorder::{ArgValue, Recorder, Span};
 use sim_core::summary::RunSummary;
 
-const STEP_COLOURS: &[&str] = &[
-    "#4e79a7", "#f28e2b", "#59a14f", "#e15759", "#76b7b2", "#edc948", "#b07aa1", "#ff9da7", "#9c755f", "#bab0ac",
+use plot::{err, font, Axis, Figure, PlotError, Swatch, PALETTE};
+
+/// The rows of the Gantt chart: span category, short row label, legend label, colour.
+const ROWS: &[(&str, &str, &str, RGBColor)] = &[
+    ("sc_fwd", "SC fwd", "SparseCore forward (lookup)", PALETTE[0]),
+    ("sc_bwd", "SC bwd", "SparseCore backward (update)", PALETTE[5]),
+    ("tc_fwd", "TC fwd", "TensorCore forward", PALETTE[3]),
+    ("tc_bwd", "TC bwd", "TensorCore backward", PALETTE[1]),
 ];
-const ROWS: &[(&str, &str)] = &[
-    ("sc_fwd", "SC/F"),
-    ("sc_bwd", "SC/B"),
-    ("tc_fwd", "TC/F"),
-    ("tc_bwd", "TC/B"),
-];
+/// The staleness arrows' colour.
+const ARROW: RGBColor = PALETTE[4];
 
 fn step_of(s: &Span) -> Option<i64> {
     s.args
@@ -37,7 +44,7 @@ fn on_unit(s: &Span) -> bool {
 pub fn stage_bars(rec: &Recorder) -> BTreeMap<(usize, i64), (u64, u64)> {
     let mut bars: BTreeMap<(usize, i64), (u64, u64)> = BTreeMap::new();
     for s in rec.spans.iter().filter(|s| on_unit(s)) {
-        let (Some(row), Some(step)) = (ROWS.iter().position(|(c, _)| *c == s.category), step_of(s)) else {
+        let (Some(row), Some(step)) = (ROWS.iter().position(|r| r.0 == s.category), step_of(s)) else {
             continue;
         };
         let e = bars.entry((row, step)).or_insert((u64::MAX, 0));
@@ -51,156 +58,348 @@ fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The pipeline Gantt chart: sequential above, pipelined below, rows SC/F SC/B TC/F TC/B, bars
-/// coloured and labelled by step, staleness arrows from the pipelined run's flows.
-pub fn gantt_svg(panels: &[(&str, &Recorder, f64)], title: &str) -> String {
-    let (w, left, row_h, gap) = (960u64, 70u64, 22u64, 46u64);
-    let end_ps = panels
-        .iter()
-        .flat_map(|(_, r, _)| stage_bars(r).into_values().map(|b| b.1))
-        .max()
-        .unwrap_or(1)
-        .max(1);
-    let x = |ps: u64| left as f64 + (ps as f64 / end_ps as f64) * (w - left - 20) as f64;
-    let panel_h = ROWS.len() as u64 * row_h + gap;
-    let h = 40 + panels.len() as u64 * panel_h + 30;
-    let mut out = String::new();
-    let _ = writeln!(
-        out,
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11">"#
-    );
-    let _ = writeln!(
-        out,
-        r##"<defs><marker id="arrow" markerWidth="8" markerHeight="8" refX="7" refY="4" orient="auto"><path d="M0,0 L8,4 L0,8 z" fill="#c00"/></marker></defs>"##
-    );
-    let _ = writeln!(
-        out,
-        r#"<rect width="100%" height="100%" fill="white"/><text x="{left}" y="20" font-size="14" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
-    for (pi, (label, rec, step_us)) in panels.iter().enumerate() {
-        let top = 40 + pi as u64 * panel_h;
-        let _ = writeln!(
-            out,
-            r#"<text x="{left}" y="{}" font-size="12" font-weight="bold">{} — step time {:.1} µs</text>"#,
-            top + 10,
-            escape(label),
-            step_us
-        );
-        let bars = stage_bars(rec);
-        for (ri, (_, name)) in ROWS.iter().enumerate() {
-            let y = top + 18 + ri as u64 * row_h;
-            let _ = writeln!(
-                out,
-                r##"<text x="8" y="{}">{name}</text><line x1="{left}" x2="{}" y1="{}" y2="{}" stroke="#eee"/>"##,
-                y + 14,
-                w - 20,
-                y + row_h,
-                y + row_h
-            );
-        }
-        for (&(ri, step), &(a, b)) in &bars {
-            let y = top + 18 + ri as u64 * row_h;
-            let colour = STEP_COLOURS[(step as usize) % STEP_COLOURS.len()];
-            let (x0, x1) = (x(a), x(b));
-            let _ = writeln!(
-                out,
-                r##"<rect x="{x0:.1}" y="{}" width="{:.1}" height="{}" fill="{colour}" stroke="#333" stroke-width="0.5"><title>step {step}: {:.1}–{:.1} µs</title></rect>"##,
-                y + 3,
-                (x1 - x0).max(1.0),
-                row_h - 6,
-                a as f64 / 1e6,
-                b as f64 / 1e6
-            );
-            if x1 - x0 > 14.0 {
-                let _ = writeln!(
-                    out,
-                    r#"<text x="{:.1}" y="{}" fill="white" text-anchor="middle">{step}</text>"#,
-                    (x0 + x1) / 2.0,
-                    y + 15
-                );
-            }
-        }
-        for f in &rec.flows {
-            let (Some(a), Some(b)) = (rec.spans.get(f.from.0), rec.spans.get(f.to.0)) else {
-                continue;
-            };
-            let (ra, rb) = (
-                ROWS.iter().position(|(c, _)| *c == a.category),
-                ROWS.iter().position(|(c, _)| *c == b.category),
-            );
-            let (Some(ra), Some(rb), Some(sa), Some(sb)) = (ra, rb, step_of(a), step_of(b)) else {
-                continue;
-            };
-            let (Some(&(_, ea)), Some(&(sb_start, _))) = (bars.get(&(ra, sa)), bars.get(&(rb, sb))) else {
-                continue;
-            };
-            let ya = top + 18 + ra as u64 * row_h + row_h / 2;
-            let yb = top + 18 + rb as u64 * row_h + row_h / 2;
-            let _ = writeln!(
-                out,
-                r##"<path d="M{:.1},{ya} C{:.1},{} {:.1},{} {:.1},{yb}" fill="none" stroke="#c00" stroke-width="1.2" marker-end="url(#arrow)"><title>{}</title></path>"##,
-                x(ea),
-                x(ea) + 10.0,
-                ya + 14,
-                x(sb_start) - 10.0,
-                yb - 14,
-                x(sb_start),
-                escape(&f.name)
-            );
-        }
-    }
-    let axis_y = h - 22;
-    let _ = writeln!(
-        out,
-        r##"<line x1="{left}" x2="{}" y1="{axis_y}" y2="{axis_y}" stroke="#333"/>"##,
-        w - 20
-    );
-    for k in 0..=5u64 {
-        let ps = end_ps * k / 5;
-        let _ = writeln!(
-            out,
-            r#"<text x="{:.1}" y="{}" text-anchor="middle">{:.0} µs</text>"#,
-            x(ps),
-            axis_y + 14,
-            ps as f64 / 1e6
-        );
-    }
-    let _ = writeln!(
-        out,
-        r##"<text x="{}" y="{}" text-anchor="end" fill="#c00">red: SC backward of step i feeds SC forward of step i+2 (stale gradients)</text>"##,
-        w - 20,
-        20
-    );
-    out.push_str("</svg>\n");
-    out
+/// The pipeline Gantt chart of one or more runs (e.g. sequential above, pipelined below): rows
+/// SC fwd, SC bwd, TC fwd, TC bwd coloured by stage, each bar numbered with its training step, and
+/// the staleness arrows of the runs' flows.
+pub struct Gantt<'a> {
+    /// Title.
+    pub title: String,
+    /// Panels: label, recording, step time (µs).
+    pub panels: Vec<(&'a str, &'a Recorder, f64)>,
 }
 
-/// Horizontal bars of a few named fractions (0..=1), e.g. busy fraction per unit.
-pub fn bars_svg(title: &str, items: &[(String, f64)], unit: &str) -> String {
-    let (w, row) = (560u64, 24u64);
-    let h = 40 + items.len() as u64 * row + 10;
-    let max = items.iter().map(|i| i.1).fold(1.0f64, f64::max);
-    let mut out = format!(
-        r#"<svg xmlns="http://www.w3.org/2000/svg" width="{w}" height="{h}" font-family="sans-serif" font-size="11"><rect width="100%" height="100%" fill="white"/><text x="10" y="20" font-size="13" font-weight="bold">{}</text>"#,
-        escape(title)
-    );
-    for (i, (name, v)) in items.iter().enumerate() {
-        let y = 32 + i as u64 * row;
-        let len = (v / max).clamp(0.0, 1.0) * 330.0;
-        let colour = if *v > 1.0 { "#e15759" } else { "#4e79a7" };
-        let _ = write!(
-            out,
-            r#"<text x="10" y="{}">{}</text><rect x="150" y="{y}" width="{len:.1}" height="16" fill="{colour}"/><text x="{:.1}" y="{}">{:.1}{unit}</text>"#,
-            y + 12,
-            escape(name),
-            155.0 + len,
-            y + 12,
-            v * 100.0
-        );
+const GANTT_W: u32 = 1100;
+const GANTT_HEADER: u32 = 96;
+const GANTT_PANEL: u32 = 210;
+
+impl Gantt<'_> {
+    fn end_ps(&self) -> u64 {
+        self.panels
+            .iter()
+            .flat_map(|(_, r, _)| stage_bars(r).into_values().map(|b| b.1))
+            .max()
+            .unwrap_or(1)
+            .max(1)
     }
-    out.push_str("</svg>\n");
-    out
+}
+
+/// Draws `entries` left to right from pixel (x, y) on `area`; returns the x after the last.
+fn legend_row<DB: DrawingBackend>(
+    area: &DrawingArea<DB, Shift>,
+    mut x: i32,
+    y: i32,
+    entries: &[(Swatch, String)],
+) -> Result<i32, PlotError> {
+    for (sw, label) in entries {
+        plot::legend(area, x, y, &[(*sw, label.clone())])?;
+        let (tw, _) = area.estimate_text_size(label, &font(13.0)).map_err(err)?;
+        x += 26 + tw as i32 + 22;
+    }
+    Ok(x)
+}
+
+impl Figure for Gantt<'_> {
+    fn size(&self) -> (u32, u32) {
+        (
+            GANTT_W,
+            GANTT_HEADER + GANTT_PANEL * self.panels.len().max(1) as u32 + 24,
+        )
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
+        let (header, body) = root.split_vertically(GANTT_HEADER);
+        header
+            .draw(&Text::new(self.title.clone(), (20, 10), font(22.0)))
+            .map_err(err)?;
+        let stages: Vec<(Swatch, String)> = ROWS
+            .iter()
+            .map(|(_, _, legend, colour)| (Swatch::Box(*colour), (*legend).to_string()))
+            .collect();
+        legend_row(&header, 20, 52, &stages)?;
+        legend_row(
+            &header,
+            20,
+            76,
+            &[
+                (
+                    Swatch::Arrow(ARROW),
+                    "stale gradients: SC backward of step i feeds SC forward of step i+2".to_string(),
+                ),
+                (Swatch::Text("3"), "numbers in bars: training step".to_string()),
+            ],
+        )?;
+        let end_us = self.end_ps() as f64 / 1e6;
+        let x_hi = end_us * 1.01;
+        let xticks = sweep::nice_ticks(0.0, end_us, 10);
+        let areas = body.split_evenly((self.panels.len().max(1), 1));
+        let n = self.panels.len();
+        for (pi, ((label, rec, step_us), area)) in self.panels.iter().zip(areas).enumerate() {
+            let last = pi + 1 == n;
+            let nrows = ROWS.len() as f64;
+            let mut chart = ChartBuilder::on(&area)
+                .caption(format!("{label}: step time {step_us:.1} µs"), font(17.0))
+                .margin_left(12)
+                .margin_right(24)
+                .margin_top(4)
+                .x_label_area_size(if last { 52 } else { 26 })
+                .y_label_area_size(70)
+                .build_cartesian_2d(
+                    Axis::new(0.0, x_hi, xticks.clone()),
+                    Axis::new(0.0, nrows, (0..ROWS.len()).map(|i| i as f64 + 0.5).collect()),
+                )
+                .map_err(err)?;
+            // Row 0 at the top.
+            let row_y = |row: usize| nrows - row as f64 - 1.0;
+            let row_name = |y: f64| -> String {
+                let i = (nrows - y - 0.5).round();
+                ROWS.get(i as usize).map(|r| r.1.to_string()).unwrap_or_default()
+            };
+            let fmt_x = |v: &f64| sweep_tick(*v);
+            let fmt_y = |y: &f64| row_name(*y);
+            let mut mesh = chart.configure_mesh();
+            mesh.x_label_formatter(&fmt_x)
+                .y_label_formatter(&fmt_y)
+                .label_style(font(13.0))
+                .axis_desc_style(font(15.0))
+                .bold_line_style(RGBColor(0xEC, 0xEC, 0xEC))
+                .light_line_style(TRANSPARENT)
+                .disable_y_mesh();
+            if last {
+                mesh.x_desc("simulated time (µs)");
+            }
+            mesh.draw().map_err(err)?;
+            let bars = stage_bars(rec);
+            for (&(row, step), &(a, b)) in &bars {
+                let (a_us, b_us) = (a as f64 / 1e6, b as f64 / 1e6);
+                let y = row_y(row);
+                let colour = ROWS[row].3;
+                chart
+                    .draw_series([
+                        Rectangle::new([(a_us, y + 0.14), (b_us, y + 0.86)], colour.filled()),
+                        Rectangle::new([(a_us, y + 0.14), (b_us, y + 0.86)], WHITE.stroke_width(1)),
+                    ])
+                    .map_err(err)?;
+                let (p0, p1) = (chart.backend_coord(&(a_us, y)), chart.backend_coord(&(b_us, y)));
+                if p1.0 - p0.0 >= 16 {
+                    // White on the dark stage colours, black on the light ones.
+                    let ink = if row == 0 || row == 2 { WHITE } else { BLACK };
+                    let c = chart.backend_coord(&((a_us + b_us) / 2.0, y + 0.5));
+                    root.draw(&Text::new(
+                        step.to_string(),
+                        c,
+                        font(13.0).color(&ink).pos(Pos::new(HPos::Center, VPos::Center)),
+                    ))
+                    .map_err(err)?;
+                }
+            }
+            for f in &rec.flows {
+                let (Some(sa), Some(sb)) = (rec.spans.get(f.from.0), rec.spans.get(f.to.0)) else {
+                    continue;
+                };
+                let (ra, rb) = (
+                    ROWS.iter().position(|r| r.0 == sa.category),
+                    ROWS.iter().position(|r| r.0 == sb.category),
+                );
+                let (Some(ra), Some(rb), Some(ka), Some(kb)) = (ra, rb, step_of(sa), step_of(sb)) else {
+                    continue;
+                };
+                let (Some(&(_, ea)), Some(&(sb_start, _))) = (bars.get(&(ra, ka)), bars.get(&(rb, kb))) else {
+                    continue;
+                };
+                let from = chart.backend_coord(&(ea as f64 / 1e6, row_y(ra) + 0.5));
+                let to = chart.backend_coord(&(sb_start as f64 / 1e6, row_y(rb) + 0.5));
+                plot::arrow(root, from, to, ARROW)?;
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A time tick label: whole numbers without decimals, others with as few as they need.
+fn sweep_tick(v: f64) -> String {
+    let t = format!("{v:.2}");
+    t.trim_end_matches('0').trim_end_matches('.').to_string()
+}
+
+/// The Gantt chart as SVG text (see [`Gantt`]).
+pub fn gantt_svg(panels: &[(&str, &Recorder, f64)], title: &str) -> String {
+    let g = Gantt {
+        title: title.to_string(),
+        panels: panels.to_vec(),
+    };
+    plot::svg(&g).unwrap_or_else(|e| {
+        format!(
+            "<svg xmlns=\"http://www.w3.org/2000/svg\" width=\"600\" height=\"40\"><text x=\"10\" y=\"20\">{}</text></svg>\n",
+            escape(&e.to_string())
+        )
+    })
+}
+
+/// Horizontal bars, one per item, on a titled value axis.
+pub struct Bars {
+    /// Title.
+    pub title: String,
+    /// The value axis' title, with its unit.
+    pub x_desc: String,
+    /// Items: name, value (in the axis' unit), label printed at the bar's end, colour.
+    pub items: Vec<(String, f64, String, RGBColor)>,
+    /// The axis' upper end (at least the largest value).
+    pub x_max: f64,
+}
+
+impl Figure for Bars {
+    fn size(&self) -> (u32, u32) {
+        (900, 150 + 44 * self.items.len().max(1) as u32)
+    }
+
+    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
+        let max = self
+            .items
+            .iter()
+            .map(|i| i.1)
+            .fold(self.x_max, f64::max)
+            .max(f64::MIN_POSITIVE);
+        // Room on the right for the longest label past the longest bar.
+        let hi = max * 1.3;
+        let n = self.items.len() as f64;
+        let names: Vec<String> = self.items.iter().map(|i| i.0.clone()).collect();
+        let mut chart = ChartBuilder::on(root)
+            .caption(&self.title, font(20.0))
+            .margin(14)
+            .x_label_area_size(56)
+            .y_label_area_size(120)
+            .build_cartesian_2d(
+                Axis::new(0.0, hi, sweep::nice_ticks(0.0, max, 6)),
+                Axis::new(0.0, n.max(1.0), (0..self.items.len()).map(|i| i as f64 + 0.5).collect()),
+            )
+            .map_err(err)?;
+        chart
+            .configure_mesh()
+            .x_desc(self.x_desc.clone())
+            .x_label_formatter(&|v| sweep_tick(*v))
+            .y_label_formatter(&|y| names.get((n - y - 0.5).round() as usize).cloned().unwrap_or_default())
+            .label_style(font(14.0))
+            .axis_desc_style(font(15.0))
+            .bold_line_style(RGBColor(0xE4, 0xE4, 0xE4))
+            .light_line_style(TRANSPARENT)
+            .disable_y_mesh()
+            .draw()
+            .map_err(err)?;
+        for (i, (_, v, label, colour)) in self.items.iter().enumerate() {
+            let y = n - i as f64 - 1.0;
+            chart
+                .draw_series(std::iter::once(Rectangle::new(
+                    [(0.0, y + 0.2), (v.max(0.0), y + 0.8)],
+                    colour.filled(),
+                )))
+                .map_err(err)?;
+            let (px, py) = chart.backend_coord(&(v.max(0.0), y + 0.5));
+            root.draw(&Text::new(
+                label.clone(),
+                (px + 6, py),
+                font(14.0).pos(Pos::new(HPos::Left, VPos::Center)),
+            ))
+            .map_err(err)?;
+        }
+        Ok(())
+    }
+}
+
+/// The busy fraction of each unit (the report's utilisation figure).
+pub fn utilisation_figure(s: &RunSummary) -> Bars {
+    let b = &s.busy_fraction;
+    let units = [
+        ("TensorCore", b.tc),
+        ("SparseCore", b.sc),
+        ("HBM", b.hbm),
+        ("ICI", b.ici),
+        ("host", b.host),
+    ];
+    Bars {
+        title: "Utilisation: busy share of the simulated time per unit".into(),
+        x_desc: "busy (% of simulated time)".into(),
+        items: units
+            .iter()
+            .enumerate()
+            .map(|(i, (n, v))| ((*n).to_string(), v * 100.0, format!("{:.1}%", v * 100.0), PALETTE[i]))
+            .collect(),
+        x_max: 100.0,
+    }
+}
+
+/// Peak use of each memory space against its capacity.
+pub fn memory_figure(s: &RunSummary) -> Bars {
+    Bars {
+        title: "Peak memory per space".into(),
+        x_desc: "peak use (% of capacity)".into(),
+        items: s
+            .peak_memory_bytes
+            .iter()
+            .map(|(k, v)| {
+                let cap = s.capacity_bytes.get(k).copied().unwrap_or(0);
+                let pct = *v as f64 * 100.0 / cap.max(1) as f64;
+                let colour = if *v > cap { PALETTE[3] } else { PALETTE[0] };
+                let label = format!(
+                    "{} of {} ({})",
+                    plot::bytes(*v as f64),
+                    plot::bytes(cap as f64),
+                    percent(pct)
+                );
+                (space_name(k), pct, label, colour)
+            })
+            .collect(),
+        x_max: 100.0,
+    }
+}
+
+/// A memory space as the guides write it.
+fn space_name(k: &str) -> String {
+    match k {
+        "hbm" => "HBM".into(),
+        "vmem" => "VMEM".into(),
+        "tilespmem" => "TileSpmem".into(),
+        "spmem" => "Spmem".into(),
+        "smem" => "SMEM".into(),
+        other => other.into(),
+    }
+}
+
+/// HBM bytes moved per step: data and padding.
+pub fn hbm_traffic_figure(s: &RunSummary) -> Bars {
+    let total = s.hbm_bytes_per_step;
+    let pad = s.hbm_padding_bytes_per_step.min(total);
+    let (div, unit) = plot::byte_unit(total as f64);
+    let item = |name: &str, b: u64, colour| {
+        (
+            name.to_string(),
+            b as f64 / div,
+            format!(
+                "{} ({})",
+                plot::bytes(b as f64),
+                percent(b as f64 * 100.0 / total.max(1) as f64)
+            ),
+            colour,
+        )
+    };
+    Bars {
+        title: format!("HBM traffic per step: {} in all", plot::bytes(total as f64)),
+        x_desc: format!("bytes per step ({unit})"),
+        items: vec![item("data", total - pad, PALETTE[0]), item("padding", pad, PALETTE[3])],
+        x_max: 0.0,
+    }
+}
+
+/// A percentage with sensible digits: 0.08 -> "0.08%", 12.34 -> "12.3%", 100 -> "100%".
+fn percent(p: f64) -> String {
+    if p == 0.0 {
+        "0%".into()
+    } else if p < 1.0 {
+        format!("{p:.2}%")
+    } else if p < 100.0 {
+        format!("{p:.1}%")
+    } else {
+        format!("{p:.0}%")
+    }
 }
 
 /// Everything a report shows.
@@ -234,14 +433,16 @@ pub struct ReportPaths {
     pub markdown: PathBuf,
     /// report.html.
     pub html: PathBuf,
-    /// gantt.svg.
+    /// gantt.svg (gantt.png beside it).
     pub gantt: PathBuf,
+    /// The other figures: busy.svg, memory.svg, hbm_traffic.svg (each with its PNG).
+    pub figures: Vec<PathBuf>,
 }
 
 fn markdown(r: &ReportInput) -> String {
     let s = &r.summary;
     let mut md = format!(
-        "# {}\n\n{}\n\n![pipeline](gantt.svg)\n\n## Summary\n\n| figure | value |\n|---|---|\n",
+        "# {}\n\n{}\n\n![pipeline](gantt.svg)\n\n![utilisation](busy.svg)\n\n![memory](memory.svg)\n\n![HBM traffic](hbm_traffic.svg)\n\n## Summary\n\n| figure | value |\n|---|---|\n",
         r.title, r.bottleneck
     );
     let _ = writeln!(md, "| step time | {:.1} µs |\n| samples/s | {:.0} |\n| TC/SC overlap | {:.0}% |\n| HBM bytes per step | {} ({:.1}% padding) |\n| minibatches per step | {} |\n| dropped ids per step | {} |\n| fits | {} |",
@@ -315,65 +516,32 @@ fn markdown(r: &ReportInput) -> String {
     md
 }
 
-/// Writes summary.json, report.md, report.html (self-contained) and gantt.svg into `dir`.
+/// Writes summary.json, report.md, report.html (self-contained) and the figures (gantt, busy,
+/// memory, hbm_traffic; each as .svg and .png) into `dir`.
 pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths> {
     std::fs::create_dir_all(dir)?;
-    let panels: Vec<(&str, &Recorder, f64)> = r.gantt.iter().map(|(l, rec, t)| (l.as_str(), rec, *t)).collect();
-    let gantt = gantt_svg(&panels, &r.title);
-    let b = &r.summary.busy_fraction;
-    let busy = bars_svg(
-        "Busy fraction per unit",
-        &[
-            ("TensorCore".into(), b.tc),
-            ("SparseCore".into(), b.sc),
-            ("HBM".into(), b.hbm),
-            ("ICI".into(), b.ici),
-            ("host".into(), b.host),
-        ],
-        "%",
-    );
-    let mem: Vec<(String, f64)> = r
-        .summary
-        .peak_memory_bytes
-        .iter()
-        .map(|(k, v)| {
-            (
-                k.clone(),
-                *v as f64 / r.summary.capacity_bytes.get(k).copied().unwrap_or(1).max(1) as f64,
-            )
-        })
-        .collect();
-    let mem = bars_svg("Peak memory per space (share of capacity)", &mem, "%");
-    let s = &r.summary;
-    let data = s.hbm_bytes_per_step.saturating_sub(s.hbm_padding_bytes_per_step);
-    let traffic = bars_svg(
-        &format!(
-            "HBM bytes per step: {} B, of which padding {} B",
-            s.hbm_bytes_per_step, s.hbm_padding_bytes_per_step
-        ),
-        &[
-            ("data".into(), data as f64 / s.hbm_bytes_per_step.max(1) as f64),
-            (
-                "padding".into(),
-                s.hbm_padding_bytes_per_step as f64 / s.hbm_bytes_per_step.max(1) as f64,
-            ),
-        ],
-        "%",
-    );
+    let gantt = Gantt {
+        title: r.title.clone(),
+        panels: r.gantt.iter().map(|(l, rec, t)| (l.as_str(), rec, *t)).collect(),
+    };
     let paths = ReportPaths {
         summary: dir.join("summary.json"),
         markdown: dir.join("report.md"),
         html: dir.join("report.html"),
         gantt: dir.join("gantt.svg"),
+        figures: ["busy.svg", "memory.svg", "hbm_traffic.svg"]
+            .iter()
+            .map(|f| dir.join(f))
+            .collect(),
     };
     sim_core::output::write_atomic(
         &paths.summary,
         serde_json::to_string_pretty(&r.summary).map_err(std::io::Error::other)? + "\n",
     )?;
-    sim_core::output::write_atomic(&paths.gantt, &gantt)?;
-    sim_core::output::write_atomic(dir.join("busy.svg"), &busy)?;
-    sim_core::output::write_atomic(dir.join("memory.svg"), &mem)?;
-    sim_core::output::write_atomic(dir.join("hbm_traffic.svg"), &traffic)?;
+    let gantt = plot::write_figure(&paths.gantt, &gantt)?;
+    let busy = plot::write_figure(&dir.join("busy.svg"), &utilisation_figure(&r.summary))?;
+    let mem = plot::write_figure(&dir.join("memory.svg"), &memory_figure(&r.summary))?;
+    let traffic = plot::write_figure(&dir.join("hbm_traffic.svg"), &hbm_traffic_figure(&r.summary))?;
     let md = markdown(r);
     sim_core::output::write_atomic(&paths.markdown, &md)?;
     // HTML: the Markdown tables as HTML, pictures inline.
@@ -408,6 +576,8 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
             html.push_str(&busy);
             html.push_str(&mem);
             html.push_str(&traffic);
+        } else if line.starts_with("![") {
+            // The other figures are inline above, with the Gantt chart.
         } else if !line.is_empty() {
             let _ = writeln!(html, "<p>{}</p>", escape(line));
         }
@@ -461,14 +631,51 @@ mod tests {
         r
     }
 
+    /// `<rect` elements whose fill is `colour`.
+    fn rects(svg: &str, colour: &str) -> usize {
+        svg.split("<rect")
+            .skip(1)
+            .filter(|el| el[..el.find("/>").unwrap()].contains(&format!("fill=\"{colour}\"")))
+            .count()
+    }
+
     #[test]
-    fn gantt_has_rows_bars_and_arrows() {
+    fn gantt_has_rows_bars_step_numbers_legend_and_arrows() {
         let (s, p) = (rec(false), rec(true));
         let svg = gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo");
-        for label in ["SC/F", "SC/B", "TC/F", "TC/B", "sequential", "pipelined", "marker-end"] {
-            assert!(svg.contains(label), "{label}");
+        for text in [
+            "demo",
+            "SC fwd",
+            "SC bwd",
+            "TC fwd",
+            "TC bwd",
+            "SparseCore forward (lookup)",
+            "SparseCore backward (update)",
+            "TensorCore forward",
+            "TensorCore backward",
+            "stale gradients: SC backward of step i feeds SC forward of step i+2",
+            "numbers in bars: training step",
+            "sequential: step time 100.0 µs",
+            "pipelined: step time 60.0 µs",
+            "simulated time (µs)",
+        ] {
+            assert!(svg.contains(&format!("\n{text}\n")), "{text}");
         }
-        assert_eq!(svg.matches("<rect x=").count(), 24);
+        // Each stage: 3 steps x 2 panels of bars, plus its legend box; the four colours differ.
+        for colour in ["#0072B2", "#56B4E9", "#D55E00", "#E69F00"] {
+            assert_eq!(rects(&svg, colour), 7, "{colour}");
+        }
+        // Bars are 20 us of 295 us on ~1000 px: wide enough for their step number, in each of the
+        // 4 rows of both panels.
+        assert_eq!(svg.matches("\n1\n").count(), 8);
+        assert_eq!(svg.matches("\n2\n").count(), 8);
+        // One flow, one arrow (plus the legend's): a line and a head each.
+        assert_eq!(
+            svg.matches("<polyline fill=\"none\" opacity=\"1\" stroke=\"#CC79A7\"")
+                .count(),
+            2
+        );
+        assert_eq!(svg.matches("<polygon").count(), 2);
         assert_eq!(
             svg,
             gantt_svg(&[("sequential", &s, 100.0), ("pipelined", &p, 60.0)], "demo")
@@ -492,12 +699,38 @@ mod tests {
         let p = write_report(&dir, &input).unwrap();
         let html = std::fs::read_to_string(&p.html).unwrap();
         assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700.0%"));
+        assert!(!html.contains("![utilisation]"));
         let md = std::fs::read_to_string(&p.markdown).unwrap();
         assert!(
             md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 |")
         );
-        let first = std::fs::read(&p.markdown).unwrap();
+        // Every figure as SVG and PNG (the PNG's IHDR: width and height at bytes 16..24).
+        for f in ["gantt", "busy", "memory", "hbm_traffic"] {
+            let svg = std::fs::read_to_string(dir.join(format!("{f}.svg"))).unwrap();
+            let png = std::fs::read(dir.join(format!("{f}.png"))).unwrap();
+            assert_eq!(&png[..8], b"\x89PNG\r\n\x1a\n", "{f}");
+            let w = u32::from_be_bytes([png[16], png[17], png[18], png[19]]);
+            assert!(svg.starts_with(&format!("<svg width=\"{w}\"")), "{f}");
+            assert!(html.contains(&svg), "{f} inline in the HTML");
+        }
+        let busy = std::fs::read_to_string(dir.join("busy.svg")).unwrap();
+        for text in [
+            "busy (% of simulated time)",
+            "TensorCore",
+            "SparseCore",
+            "HBM",
+            "ICI",
+            "host",
+        ] {
+            assert!(busy.contains(&format!("\n{text}\n")), "{text}");
+        }
+        let first: Vec<Vec<u8>> = ["report.md", "gantt.svg", "gantt.png", "busy.png"]
+            .iter()
+            .map(|f| std::fs::read(dir.join(f)).unwrap())
+            .collect();
         write_report(&dir, &input).unwrap();
-        assert_eq!(std::fs::read(&p.markdown).unwrap(), first);
+        for (f, bytes) in ["report.md", "gantt.svg", "gantt.png", "busy.png"].iter().zip(first) {
+            assert_eq!(std::fs::read(dir.join(f)).unwrap(), bytes, "{f}");
+        }
     }
 }

@@ -22,7 +22,8 @@ enum What {
         /// Steps to draw.
         #[arg(long, default_value_t = 6)]
         steps: u32,
-        /// Where to write the picture (SVG; `--svg` is an alias).
+        /// Where to write the picture: the SVG, and the PNG beside it with the same basename (a path
+        /// ending in .png names the same pair). `--svg` is an alias.
         #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE")]
         svg: PathBuf,
         /// Print the step times and the speedup as JSON.
@@ -59,17 +60,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 w.name,
                 seq.summary.step_time_us / pip.summary.step_time_us
             );
-            let text = reports::gantt_svg(
-                &[
+            let gantt = reports::Gantt {
+                title,
+                panels: vec![
                     ("sequential", &seq.recorder, seq.summary.step_time_us),
                     ("pipelined", &pip.recorder, pip.summary.step_time_us),
                 ],
-                &title,
-            );
-            sim_core::output::write_atomic(&svg, text).with_context(|| svg.display().to_string())?;
+            };
+            let svg = svg.with_extension("svg");
+            let png = reports::plot::png_path(&svg);
+            reports::plot::write_figure(&svg, &gantt).with_context(|| svg.display().to_string())?;
             if json {
                 let mut v = tpusim_api::explain::pipelining_json(&runs);
                 v["svg"] = svg.display().to_string().into();
+                v["png"] = png.display().to_string().into();
                 println!("{}", serde_json::to_string_pretty(&v)?);
                 return Ok(0);
             }
@@ -85,7 +89,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             println!(
                 "            so step i+1 looks up tables that miss step i's update: gradients arrive two steps late."
             );
-            println!("picture: {}", svg.display());
+            println!("picture: {} and {}", svg.display(), png.display());
             Ok(0)
         }
         What::Limits { spec, ids, json } => {

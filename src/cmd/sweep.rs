@@ -6,7 +6,7 @@
 use std::path::PathBuf;
 
 use tpusim_api::sweep::shard::{merge, write_shard, Shard};
-use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, sweep_json, write_outputs, SweepRequest};
+use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, sweep_json, write_plan_outputs, SweepRequest};
 
 /// Arguments of `tpusim sweep`.
 #[derive(clap::Args)]
@@ -60,8 +60,8 @@ pub struct Args {
     /// Merge the shard files in these directories into the outputs of the whole sweep.
     #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["workload", "preset", "chip", "chips", "batch", "limits", "target", "price", "set"])]
     pub merge: Vec<PathBuf>,
-    /// Output directory (sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg; with --shard,
-    /// the shard file). `--output` is an alias.
+    /// Output directory (sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg, each figure also
+    /// as .png; with --shard, the shard file). `--output` is an alias.
     #[arg(short = 'o', long = "out", alias = "output", value_name = "DIR")]
     pub output: PathBuf,
     /// Print the answers and every configuration's point as JSON instead of the table.
@@ -123,13 +123,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         merge(&args.merge)?
     };
-    write_outputs(&args.output, &points)?;
+    write_plan_outputs(&args.output, &plan, &points)?;
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sweep_json(&plan, &points)?)?);
     } else {
         print!("{}", summary_text(&plan, &points));
         println!(
-            "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg ({} configurations)",
+            "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg (figures also as .png; {} configurations)",
             args.output.display(),
             points.len()
         );
