@@ -24,8 +24,13 @@ enum What {
         #[arg(long, default_value_t = 6)]
         steps: u32,
         /// Where to write the picture (SVG).
-        #[arg(long)]
-        svg: PathBuf,
+        #[arg(long, required_unless_present = "html")]
+        svg: Option<PathBuf>,
+        /// Write the interactive lesson into this directory (DIR/index.html, self-contained: sliders
+        /// for TensorCore, SparseCore and host time, steps in flight and the schedule; every
+        /// position is an engine run computed now).
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
     },
     /// Walks one batch through COO conversion, sharding, dedup and counting.
     Limits {
@@ -41,7 +46,23 @@ enum What {
 /// Runs `tpusim explain`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     match args.what {
-        What::Pipelining { preset, steps, svg } => {
+        What::Pipelining {
+            preset,
+            steps,
+            svg,
+            html,
+        } => {
+            if let Some(dir) = &html {
+                let page = lesson_page()?;
+                std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+                let path = dir.join("index.html");
+                sim_core::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
+                println!("lesson: {} (open it in a browser; it needs no network)", path.display());
+                if svg.is_none() {
+                    return Ok(0);
+                }
+            }
+            let Some(svg) = svg else { return Ok(0) };
             let mut w = Workload::preset(&preset)?;
             w.steps = steps.max(3);
             w.pipelining = Pipelining::Sequential;
@@ -78,6 +99,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         What::Limits { spec, ids } => explain_limits(&spec, &ids),
     }
+}
+
+/// The lesson page: the default slider grid run on the engine, embedded as JSON.
+pub fn lesson_page() -> anyhow::Result<String> {
+    let grid = workloads::lesson::run_grid(&workloads::lesson::LessonAxes::default())?;
+    Ok(reports::lesson_html(&serde_json::to_string(&grid)?))
 }
 
 fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> anyhow::Result<u8> {
