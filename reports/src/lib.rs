@@ -6,6 +6,15 @@
 pub mod plot;
 pub mod sweep;
 
+/// The interactive pipelining lesson: one self-contained page (inline CSS and JS, no network)
+/// that draws precomputed runs. `grid_json` is the serialized `workloads::lesson::LessonGrid`; the
+/// page computes nothing, it picks the run the sliders point at and draws it.
+pub fn lesson_html(grid_json: &str) -> String {
+    // Inside <script>, "</" would end the element.
+    include_str!("lesson/page.html").replace("/*LESSON_DATA*/", &grid_json.replace("</", "<\\/"))
+}
+
+
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

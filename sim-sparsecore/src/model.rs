@@ -141,6 +141,29 @@ impl ScParams {
         }
     }
 
+    /// Of `n` items dealt evenly to the tiles, how many tile `tile` gets (the first tiles take
+    /// the remainder, so tile 0 is the busiest).
+    pub fn tile_share(&self, n: u64, tile: u32) -> u64 {
+        let tiles = self.tiles.max(1) as u64;
+        n / tiles + u64::from((tile as u64) < n % tiles)
+    }
+
+    /// Compute cycles of tile `tile` in a forward pass: its share of the ids. The busiest tile's
+    /// figure is [`ScParams::forward`]'s `compute_cycles`.
+    pub fn forward_tile_cycles(&self, w: ScWork, dim: u64, elem_bytes: u64, tile: u32) -> u64 {
+        let simd = dim.div_ceil(self.lanes(elem_bytes));
+        self.tile_share(w.ids, tile) * (self.cycles_per_id + simd)
+    }
+
+    /// Compute cycles of tile `tile` in a backward pass: its share of the ids and unique rows. The
+    /// busiest tile's figure is [`ScParams::backward`]'s `compute_cycles`.
+    pub fn backward_tile_cycles(&self, w: ScWork, dim: u64, elem_bytes: u64, optimizer: Optimizer, tile: u32) -> u64 {
+        let simd = dim.div_ceil(self.lanes(elem_bytes));
+        let rows_touched = 1 + optimizer.slots();
+        self.tile_share(w.ids, tile) * (self.cycles_per_id + simd)
+            + self.tile_share(w.unique, tile) * simd * rows_touched * 2
+    }
+
     /// Time in picoseconds of `cycles` SparseCore cycles.
     pub fn cycles_to_ps(&self, cycles: u64) -> u64 {
         (cycles as u128 * 1_000_000_000_000u128).div_ceil(self.clock_hz.max(1) as u128) as u64
@@ -184,6 +207,31 @@ mod tests {
             cycles_per_id: 4,
             hbm_share: 1.0,
         }
+    }
+
+    #[test]
+    fn tiles_share_the_work_and_the_busiest_is_the_pass() {
+        let p = tpu7x();
+        let w = ScWork {
+            ids: 1000,
+            unique: 333,
+            samples: 64,
+        };
+        // 1000 ids on 16 tiles: 62 each, the first 8 take one more.
+        assert_eq!(
+            (p.tile_share(1000, 0), p.tile_share(1000, 7), p.tile_share(1000, 8)),
+            (63, 63, 62)
+        );
+        assert_eq!((0..p.tiles).map(|t| p.tile_share(1000, t)).sum::<u64>(), 1000);
+        let f: Vec<u64> = (0..p.tiles).map(|t| p.forward_tile_cycles(w, 64, 4, t)).collect();
+        let b: Vec<u64> = (0..p.tiles)
+            .map(|t| p.backward_tile_cycles(w, 64, 4, Optimizer::Adagrad, t))
+            .collect();
+        assert_eq!(f.iter().max(), Some(&p.forward(w, 64, 4).compute_cycles));
+        assert_eq!(
+            b.iter().max(),
+            Some(&p.backward(w, 64, 4, Optimizer::Adagrad).compute_cycles)
+        );
     }
 
     #[test]

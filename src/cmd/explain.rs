@@ -24,8 +24,13 @@ enum What {
         steps: u32,
         /// Where to write the picture: the SVG, and the PNG beside it with the same basename (a path
         /// ending in .png names the same pair). `--svg` is an alias.
-        #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE")]
-        svg: PathBuf,
+        #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE", required_unless_present = "html")]
+        svg: Option<PathBuf>,
+        /// Write the interactive lesson into this directory (DIR/index.html, self-contained: sliders
+        /// for TensorCore, SparseCore and host time, steps in flight and the schedule; every
+        /// position is an engine run computed now).
+        #[arg(long, value_name = "DIR")]
+        html: Option<PathBuf>,
         /// Print the step times and the speedup as JSON.
         #[arg(long)]
         json: bool,
@@ -51,8 +56,20 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             preset,
             steps,
             svg,
+            html,
             json,
         } => {
+            if let Some(dir) = &html {
+                let page = lesson_page()?;
+                std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+                let path = dir.join("index.html");
+                sim_core::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
+                println!("lesson: {} (open it in a browser; it needs no network)", path.display());
+                if svg.is_none() {
+                    return Ok(0);
+                }
+            }
+            let Some(svg) = svg else { return Ok(0) };
             let runs = tpusim_api::explain::pipelining_runs(&preset, steps)?;
             let (w, seq, pip) = (&runs.workload, &runs.sequential, &runs.pipelined);
             let title = format!(
@@ -105,6 +122,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             explain_limits(&spec, &ids)
         }
     }
+}
+
+/// The lesson page: the default slider grid run on the engine, embedded as JSON.
+pub fn lesson_page() -> anyhow::Result<String> {
+    let grid = workloads::lesson::run_grid(&workloads::lesson::LessonAxes::default())?;
+    Ok(reports::lesson_html(&serde_json::to_string(&grid)?))
 }
 
 fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> anyhow::Result<u8> {

@@ -76,4 +76,6 @@ fn tiny_recorder_matches_golden_json() {
     }
     let want = std::fs::read_to_string(&path).unwrap();
     assert_eq!(got, want);
+    let v: serde_json::Value = serde_json::from_str(&got).unwrap();
+    assert_eq!(traces::rules::check(&v), Vec::<String>::new());
 }

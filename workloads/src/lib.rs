@@ -9,6 +9,7 @@ pub mod functional;
 pub mod gather;
 pub mod ids;
 pub mod knobs;
+pub mod lesson;
 pub mod program;
 pub mod sensitivity;
 pub mod spec;

@@ -1,7 +1,7 @@
 //! Stage 3: the task graph of every step on the simulated chip's units, with typed handles. The
 //! pipelining mode decides the edges between steps; the engine decides the schedule.
 
-use std::collections::HashMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sim_core::engine::{Engine, EngineError, QueuePolicy, ResourceId, Task, TaskId};
 use sim_core::time::{Clock, SimTime};
@@ -144,6 +144,33 @@ pub struct StepGraph {
     pub collective_launch_ns: u64,
     /// Latency of one ICI hop, ns.
     pub hop_latency_ns: u64,
+    /// The simulated chip's process name in the recording ("chip N", N its real index).
+    pub chip_process: String,
+    /// Each tile's compute cycles of a SparseCore pass, keyed by (SparseCore, step, forward?):
+    /// trace detail; the pass itself occupies its SparseCore for the busiest tile's cycles.
+    pub sc_tile_cycles: BTreeMap<(usize, usize, bool), Vec<u64>>,
+}
+
+/// The process the simulated chip's units are recorded under: "chip N", N the index of the chip
+/// holding the busiest partition (the straggler the run output names), 0 without SparseCore work.
+pub fn chip_process(work: &RunWork) -> String {
+    format!("chip {}", work.straggler.chip)
+}
+
+/// The step whose SparseCore backward must have finished before step `i`'s SparseCore forward
+/// starts: the step before (sequential) or the one before that (pipelined: lookups of step i
+/// miss the update of step i-1, so gradients arrive two steps late).
+pub fn sc_forward_gate(pipelining: Pipelining, i: usize) -> Option<usize> {
+    match pipelining {
+        Pipelining::Sequential => i.checked_sub(1),
+        Pipelining::Pipelined => i.checked_sub(2),
+    }
+}
+
+/// The step whose SparseCore forward must have started before the host preprocesses step `i`:
+/// the host works at most `prefetch` (at least 1) steps ahead of the SparseCores.
+pub fn host_gate(prefetch: u32, i: usize) -> Option<usize> {
+    i.checked_sub(prefetch.max(1) as usize)
 }
 
 fn err(x: EngineError) -> WorkloadError {
@@ -301,23 +328,18 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         .add_bandwidth("host", "PCIe", spec.host_link_bytes_per_s)
         .map_err(err)?;
     let tc_hz = p.model.clock_hz as u64;
+    // The simulated chip is the one holding the busiest partition: named by its real index.
+    let chip = chip_process(work);
     let tc = e
-        .add_unit("chip 0", "TC", Clock { hz: tc_hz }, QueuePolicy::Fifo)
+        .add_unit(&chip, "TC", Clock { hz: tc_hz }, QueuePolicy::Fifo)
         .map_err(err)?;
     let scs: Vec<ResourceId> = (0..spec.sparsecores_per_chip)
-        .map(|s| {
-            e.add_unit(
-                "chip 0",
-                &format!("SC {s}"),
-                Clock { hz: sc.clock_hz },
-                QueuePolicy::Fifo,
-            )
-        })
+        .map(|s| e.add_unit(&chip, &format!("SC {s}"), Clock { hz: sc.clock_hz }, QueuePolicy::Fifo))
         .collect::<Result<_, _>>()
         .map_err(err)?;
-    let hbm = e.add_bandwidth("chip 0", "HBM", spec.hbm_bytes_per_s).map_err(err)?;
+    let hbm = e.add_bandwidth(&chip, "HBM", spec.hbm_bytes_per_s).map_err(err)?;
     let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
-    let ici = e.add_bandwidth("chip 0", "ICI", ici_bytes_per_s).map_err(err)?;
+    let ici = e.add_bandwidth(&chip, "ICI", ici_bytes_per_s).map_err(err)?;
     let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
     let mut g = StepGraph {
         engine: e,
@@ -337,6 +359,8 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         tc_clock_hz: tc_hz,
         collective_launch_ns: params.ici_collective_launch_ns,
         hop_latency_ns: params.ici_hop_latency_ns,
+        chip_process: chip.clone(),
+        sc_tile_cycles: BTreeMap::new(),
     };
     let sc_dma_cap = ((sc.tile_dma_bytes_per_cycle * sc.tiles as f64 * sc.clock_hz as f64) as u64)
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
@@ -365,9 +389,8 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
             Some(Stage::Host),
             0,
         );
-        let prefetch = w.host.prefetch.max(1) as usize;
-        if i >= prefetch {
-            let gate = g.steps[i - prefetch].sc_fwd_start;
+        if let Some(k) = host_gate(w.host.prefetch, i) {
+            let gate = g.steps[k].sc_fwd_start;
             g.dep(gate, h)?;
         }
         let pc = g.task(
@@ -381,11 +404,7 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         g.dep(h, pc)?;
         let f_start = g.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
         g.dep(pc, f_start)?;
-        let gate = match w.pipelining {
-            Pipelining::Sequential => i.checked_sub(1),
-            Pipelining::Pipelined => i.checked_sub(2),
-        };
-        if let Some(k) = gate {
+        if let Some(k) = sc_forward_gate(w.pipelining, i) {
             let d = g.steps[k].sc_bwd_done;
             g.dep(d, f_start)?;
         }
@@ -395,6 +414,9 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
         for s in 0..g.units.scs.len() {
             let unit = g.units.scs[s];
             let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+            // Each tile's compute cycles (forward, backward): its share of the ids and rows.
+            let tiles = sc.tiles.max(1) as usize;
+            let (mut ft, mut bt) = (vec![0u64; tiles], vec![0u64; tiles]);
             for (k, st) in p.stacks.iter().enumerate() {
                 let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
                 let f = sc.forward(wk, st.dim, st.elem_bytes);
@@ -411,6 +433,11 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
                 let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
                 let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
                 let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
+                let fixed = params.sc_pass_launch_cycles * passes + nan;
+                for (t, (a, b)) in ft.iter_mut().zip(bt.iter_mut()).enumerate() {
+                    *a += sc.forward_tile_cycles(wk, st.dim, st.elem_bytes, t as u32) + fixed + quant;
+                    *b += sc.backward_tile_cycles(wk, st.dim, st.elem_bytes, st.optimizer, t as u32) + fixed;
+                }
                 fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
                 fb += f.hbm_bytes;
                 fp += f.hbm_padding_bytes;
@@ -419,9 +446,13 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
                 bp += bk.hbm_padding_bytes;
             }
             if p.has_sparsecore_tables() {
-                fc += params.sc_serial_barrier_cycles * (groups - 1);
-                bc += params.sc_serial_barrier_cycles * (groups - 1);
+                let barrier = params.sc_serial_barrier_cycles * (groups - 1);
+                fc += barrier;
+                bc += barrier;
+                ft.iter_mut().chain(bt.iter_mut()).for_each(|c| *c += barrier);
             }
+            g.sc_tile_cycles.insert((s, i, true), ft);
+            g.sc_tile_cycles.insert((s, i, false), bt);
             let (fx, fm) = g.sc_pass(
                 unit,
                 sc_dma_cap,

@@ -4,7 +4,7 @@
 use std::collections::{BTreeMap, HashMap};
 
 use sim_core::engine::{ResourceId, RunResult as EngineRun, TaskId};
-use sim_core::recorder::{ArgValue, Recorder, Span};
+use sim_core::recorder::{Recorder, Span};
 use sim_core::summary::BusyFraction;
 
 use super::graph::{Stage, StepGraph};
@@ -26,6 +26,8 @@ pub struct Measured {
     pub overlap: f64,
     /// Critical path of the steady-state steps: time per stage per step, ps, largest first.
     pub critical_path: Vec<(Stage, u64)>,
+    /// The steady-state window the fractions are measured in: (start, end), ps.
+    pub window_ps: (u64, u64),
     /// Spans, flows and counters.
     pub recorder: Recorder,
 }
@@ -89,8 +91,8 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
     let busy_fraction = BusyFraction {
         tc: busy(&|s: &Span| s.track.thread == "TC"),
         sc: sc_busy,
-        hbm: utilisation(&recorder.spans, "HBM", spec.hbm_bytes_per_s, window),
-        ici: utilisation(&recorder.spans, "ICI", g.ici_bytes_per_s, window),
+        hbm: utilisation(&recorder, "HBM", spec.hbm_bytes_per_s, window),
+        ici: utilisation(&recorder, "ICI", g.ici_bytes_per_s, window),
         host: busy(&|s: &Span| s.track.process == "host"),
     };
     Measured {
@@ -100,6 +102,7 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
         sc_each,
         overlap: both as f64 / span,
         critical_path,
+        window_ps: window,
         recorder,
     }
 }
@@ -165,22 +168,23 @@ fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64
     v
 }
 
-/// Bytes a bandwidth track moved inside the window (pro rata for spans cut by it) over what it could move.
-fn utilisation(spans: &[Span], thread: &str, bytes_per_s: u64, window: (u64, u64)) -> f64 {
-    let moved: f64 = spans
+/// Bytes a bandwidth resource moved inside the window over what it could move: the engine's
+/// "<thread> GB/s" counter (the rate in use, piecewise constant between samples) integrated over
+/// the window, so fluid sharing inside a transfer that the window cuts is counted as it ran.
+fn utilisation(rec: &Recorder, thread: &str, bytes_per_s: u64, window: (u64, u64)) -> f64 {
+    let name = format!("{thread} GB/s");
+    let samples: Vec<(u64, f64)> = rec
+        .counters
         .iter()
-        .filter(|s| s.track.thread == thread && s.end.0 > s.start.0)
-        .map(|s| {
-            let bytes = s
-                .args
-                .iter()
-                .find(|(k, _)| k == "bytes")
-                .and_then(|(_, v)| if let ArgValue::Int(b) = v { Some(*b) } else { None })
-                .unwrap_or(0);
-            let inside = s.end.0.min(window.1).saturating_sub(s.start.0.max(window.0));
-            bytes as f64 * inside as f64 / (s.end.0 - s.start.0) as f64
-        })
-        .sum();
+        .filter(|c| c.name == name)
+        .map(|c| (c.time.0, c.value))
+        .collect();
+    let mut moved = 0.0;
+    for (i, &(t, gb_per_s)) in samples.iter().enumerate() {
+        let until = samples.get(i + 1).map_or(window.1, |s| s.0);
+        let inside = until.min(window.1).saturating_sub(t.max(window.0));
+        moved += gb_per_s * 1e9 * inside as f64 / 1e12;
+    }
     // + 0.0: an empty float sum is -0.0.
     moved / (bytes_per_s.max(1) as f64 * (window.1 - window.0) as f64 / 1e12) + 0.0
 }

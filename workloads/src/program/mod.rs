@@ -85,6 +85,10 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let run = graph.engine.run().map_err(|e| WorkloadError::Run(e.to_string()))?;
     let mut measured = measure::measure(&plan, &graph, run);
     add_tc_phase_spans(&mut measured.recorder, &dense, plan.model.clock_hz as u64);
+    if opts.record {
+        add_sc_tile_spans(&mut measured.recorder, &graph, &plan.sc);
+    }
+    add_window_span(&graph, plan.spec().hbm_bytes_per_s, &mut measured);
     add_staleness_flows(&mut measured.recorder, w);
     let limits = limits::check(&plan, &work);
     let mem = memory::size(&plan, &work, &dense, &limits);
@@ -350,6 +354,88 @@ fn add_tc_phase_spans(rec: &mut Recorder, dense: &dense::DenseProgram, clock_hz:
     for sp in extra {
         rec.span(sp);
     }
+}
+
+/// The thread of tile `tile` of SparseCore `sc` in the trace.
+pub fn sc_tile_thread(sc: usize, tile: usize) -> String {
+    format!("SC {sc} tile {tile}")
+}
+
+/// Trace detail: each SparseCore pass split over its tiles as the SparseCore model deals the work
+/// (ids and rows evenly, the first tiles taking the remainder), one thread per tile, each tile's
+/// span starting with the pass and lasting its own compute cycles. The pass occupies the
+/// SparseCore for the busiest tile's cycles; figures are read from the "SC N" threads only.
+fn add_sc_tile_spans(rec: &mut Recorder, graph: &graph::StepGraph, sc: &sim_sparsecore::model::ScParams) {
+    let mut extra = Vec::new();
+    for s in &rec.spans {
+        let forward = match s.category.as_str() {
+            "sc_fwd" => true,
+            "sc_bwd" => false,
+            _ => continue,
+        };
+        let Some(unit) = s.track.thread.strip_prefix("SC ").and_then(|n| n.parse::<usize>().ok()) else {
+            continue;
+        };
+        let Some(step) = arg_step(s) else { continue };
+        let Some(tiles) = graph.sc_tile_cycles.get(&(unit, step as usize, forward)) else {
+            continue;
+        };
+        for (t, &cycles) in tiles.iter().enumerate() {
+            let end = (s.start.0 + sc.cycles_to_ps(cycles)).min(s.end.0);
+            if end <= s.start.0 {
+                continue;
+            }
+            extra.push(Span {
+                track: sim_core::recorder::Track {
+                    process: s.track.process.clone(),
+                    thread: sc_tile_thread(unit, t),
+                },
+                name: format!("{} tile {t}", s.name),
+                category: "sc_tile".into(),
+                start: s.start,
+                end: sim_core::time::SimTime(end),
+                args: vec![
+                    ("step".to_string(), ArgValue::Int(step)),
+                    ("cycles".to_string(), ArgValue::Int(cycles as i64)),
+                ],
+            });
+        }
+    }
+    for sp in extra {
+        rec.span(sp);
+    }
+}
+
+/// The thread holding the steady-state window in the trace.
+pub const WINDOW_THREAD: &str = "measured window";
+
+/// One span on its own thread over the steady-state window the run's fractions are measured in,
+/// so a trace reader can add up busy time exactly where the summary did; with the HBM and ICI
+/// capacities the bandwidth counters are read against.
+fn add_window_span(graph: &graph::StepGraph, hbm_bytes_per_s: u64, m: &mut measure::Measured) {
+    m.recorder.span(Span {
+        track: sim_core::recorder::Track {
+            process: graph.chip_process.clone(),
+            thread: WINDOW_THREAD.to_string(),
+        },
+        name: "steady state: step time and busy fractions are measured here".into(),
+        category: "window".into(),
+        start: sim_core::time::SimTime(m.window_ps.0),
+        end: sim_core::time::SimTime(m.window_ps.1),
+        args: vec![
+            ("step_ps".to_string(), ArgValue::Int(m.step_ps as i64)),
+            ("busy_tc".to_string(), ArgValue::Float(m.busy.tc)),
+            ("busy_sc".to_string(), ArgValue::Float(m.busy.sc)),
+            ("busy_host".to_string(), ArgValue::Float(m.busy.host)),
+            ("util_hbm".to_string(), ArgValue::Float(m.busy.hbm)),
+            ("util_ici".to_string(), ArgValue::Float(m.busy.ici)),
+            ("hbm_bytes_per_s".to_string(), ArgValue::Int(hbm_bytes_per_s as i64)),
+            (
+                "ici_bytes_per_s".to_string(),
+                ArgValue::Int(graph.ici_bytes_per_s as i64),
+            ),
+        ],
+    });
 }
 
 fn arg_step(s: &Span) -> Option<i64> {
