@@ -336,8 +336,22 @@ fn count_sc(
         needs_sort: false,
     };
     let mut seen = ColumnSet::new(stack.stack_vocab_size, total, buckets_on);
-    // The row's distinct columns so far (within-sample dedup).
-    let mut row_cols: Vec<u32> = Vec::with_capacity(64);
+    // Within-sample dedup: rows of up to ROW_TABLE / 2 ids go through a small open-addressing table
+    // whose slots are stamped with the row's generation (stale slots are empty), longer rows are
+    // sorted.
+    const ROW_TABLE: usize = 128;
+    let mut row_table = [0u64; ROW_TABLE];
+    let mut generation = 0u32;
+    let mut long_row: Vec<u32> = Vec::new();
+    let mut count = |col: u32, g: &mut ScGroups| -> bool {
+        let Some((new, bucket)) = seen.insert(col, buckets_on) else {
+            return false;
+        };
+        let cell = (col & mask) as usize * buckets + bucket as usize;
+        g.ids[cell] += 1;
+        g.unique[cell] += new as u32;
+        true
+    };
     for fis in &stack.features {
         let f = features[fis.feature];
         let n = f.rows() as u64 / (ldev * nsc);
@@ -352,27 +366,44 @@ fn count_sc(
         let splits = &f.row_splits[slice_start as usize..=(slice_start + n) as usize];
         for w in splits.windows(2) {
             let values = &f.values[w[0]..w[1]];
-            row_cols.clear();
-            if values.len() <= 64 {
+            if values.len() <= ROW_TABLE / 2 {
+                generation = generation.wrapping_add(1);
+                if generation == 0 {
+                    row_table = [0; ROW_TABLE];
+                    generation = 1;
+                }
+                let stamp = (generation as u64) << 32;
                 for &id in values {
                     let col = col_of(id);
-                    if !row_cols.contains(&col) {
-                        row_cols.push(col);
+                    let entry = stamp | col as u64;
+                    let mut i = (col.wrapping_mul(0x9E37_79B1) >> 25) as usize;
+                    let fresh = loop {
+                        let slot = row_table[i];
+                        if slot == entry {
+                            break false;
+                        }
+                        if slot >> 32 != generation as u64 {
+                            row_table[i] = entry;
+                            break true;
+                        }
+                        i = (i + 1) % ROW_TABLE;
+                    };
+                    if fresh && !count(col, &mut g) {
+                        g.needs_sort = true;
+                        return g;
                     }
                 }
             } else {
-                row_cols.extend(values.iter().map(|&id| col_of(id)));
-                row_cols.sort_unstable();
-                row_cols.dedup();
-            }
-            for &col in &row_cols {
-                let Some((new, bucket)) = seen.insert(col, buckets_on) else {
-                    g.needs_sort = true;
-                    return g;
-                };
-                let cell = (col & mask) as usize * buckets + bucket as usize;
-                g.ids[cell] += 1;
-                g.unique[cell] += new as u32;
+                long_row.clear();
+                long_row.extend(values.iter().map(|&id| col_of(id)));
+                long_row.sort_unstable();
+                long_row.dedup();
+                for &col in &long_row {
+                    if !count(col, &mut g) {
+                        g.needs_sort = true;
+                        return g;
+                    }
+                }
             }
         }
     }
