@@ -44,7 +44,10 @@ proptest! {
         prop_assert_eq!(&so.max_ids_per_partition, &o.max_ids_per_partition);
         prop_assert_eq!(so.dropped_id_count, o.dropped_id_count);
     }
+}
 
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
     /// Statistics by counting (`stats_only`) are bit-identical to the full CSR path's (the
     /// reference), errors included: several stacks and features, ragged rows with duplicates,
     /// weights, devices, limits that bind or not, dropping, minibatching, small COO buffers.

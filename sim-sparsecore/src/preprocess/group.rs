@@ -126,8 +126,9 @@ pub(super) fn group_stack(
                 )));
             }
             if count_only {
+                let drop = perform_drop.then_some((max_ids, max_unique));
                 return Ok(count_sc(
-                    stack, features, d, s, ldev, nsc, num_scs, buckets, total,
+                    stack, features, d, s, ldev, nsc, num_scs, buckets, total, drop,
                 ));
             }
             rows.reserve(total);
@@ -176,15 +177,9 @@ pub(super) fn group_stack(
         for (s, sc) in results.into_iter().enumerate() {
             let sc = sc?;
             let s = s as u64;
-            if count_only {
-                // Counting gives exact statistics only where nothing is dropped: with dropping on, no
-                // (partition, bucket) may exceed a limit.
-                let drops = perform_drop
-                    && (sc.ids.iter().any(|&c| c > max_ids) || sc.unique.iter().any(|&c| c > max_unique));
-                if sc.needs_sort || drops {
-                    out.needs_sort = true;
-                    return Ok(out);
-                }
+            if sc.needs_sort {
+                out.needs_sort = true;
+                return Ok(out);
             }
             // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
             if check_limits && !spec.allow_id_dropping {
@@ -310,8 +305,10 @@ impl ColumnSet {
 
 /// One source SparseCore's statistics by counting instead of sorting: per (partition, bucket) the
 /// ids after within-sample dedup and the unique columns, in one pass over its rows. Equal to
-/// `group_sc`'s counts (its sort only orders what is counted here) when no id is dropped; the caller
-/// checks that. `coos` stays empty.
+/// `group_sc`'s counts (its sort only orders what is counted here). With dropping on
+/// (`drop_limits`: max ids, max unique ids), each (row, column) pair is also kept with its raw ids,
+/// and only the cells over a limit are ordered (by column, then row, as the sort would) to find
+/// the pairs past a limit, whose raw ids are dropped. `coos` stays empty.
 #[allow(clippy::too_many_arguments)]
 fn count_sc(
     stack: &Stack,
@@ -323,6 +320,7 @@ fn count_sc(
     num_scs: u32,
     buckets: usize,
     total: usize,
+    drop_limits: Option<(u32, u32)>,
 ) -> ScGroups {
     let mask = num_scs - 1;
     let buckets_on = buckets > 1;
@@ -341,6 +339,10 @@ fn count_sc(
     // sorted.
     const ROW_TABLE: usize = 128;
     let mut row_table = [0u64; ROW_TABLE];
+    // With dropping: each slot's pair index in `pairs`, and every (column, raw ids) pair in order.
+    let mut row_pair = [0u32; ROW_TABLE];
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let keep_pairs = drop_limits.is_some();
     let mut generation = 0u32;
     let mut long_row: Vec<u32> = Vec::new();
     let mut count = |col: u32, g: &mut ScGroups| -> bool {
@@ -388,6 +390,14 @@ fn count_sc(
                         }
                         i = (i + 1) % ROW_TABLE;
                     };
+                    if keep_pairs {
+                        if fresh {
+                            row_pair[i] = pairs.len() as u32;
+                            pairs.push((col, 1));
+                        } else {
+                            pairs[row_pair[i] as usize].1 += 1;
+                        }
+                    }
                     if fresh && !count(col, &mut g) {
                         g.needs_sort = true;
                         return g;
@@ -397,11 +407,47 @@ fn count_sc(
                 long_row.clear();
                 long_row.extend(values.iter().map(|&id| col_of(id)));
                 long_row.sort_unstable();
-                long_row.dedup();
-                for &col in &long_row {
-                    if !count(col, &mut g) {
+                for run in long_row.chunk_by(|a, b| a == b) {
+                    if keep_pairs {
+                        pairs.push((run[0], run.len() as u32));
+                    }
+                    if !count(run[0], &mut g) {
                         g.needs_sort = true;
                         return g;
+                    }
+                }
+            }
+        }
+    }
+    if let Some((max_ids, max_unique)) = drop_limits {
+        // Cells over a limit: their pairs in the sorted path's order (column, then row: pairs are
+        // pushed row after row, so a stable sort by column), the first `max_ids` pairs and the
+        // first `max_unique` columns kept, every raw id of the other pairs dropped.
+        let over: Vec<usize> = (0..cells)
+            .filter(|&c| g.ids[c] > max_ids || g.unique[c] > max_unique)
+            .collect();
+        if !over.is_empty() {
+            let mut slot_of = vec![usize::MAX; cells];
+            for (k, &c) in over.iter().enumerate() {
+                slot_of[c] = k;
+            }
+            let mut cell_pairs: Vec<Vec<(u32, u32)>> = vec![Vec::new(); over.len()];
+            for &(col, raw) in &pairs {
+                let bucket = if buckets_on { bucket_of(col) as usize } else { 0 };
+                let k = slot_of[(col & mask) as usize * buckets + bucket];
+                if k != usize::MAX {
+                    cell_pairs[k].push((col, raw));
+                }
+            }
+            for mut list in cell_pairs {
+                list.sort_by_key(|&(col, _)| col);
+                let mut rank = 0u32;
+                for (i, &(col, raw)) in list.iter().enumerate() {
+                    if i > 0 && col != list[i - 1].0 {
+                        rank += 1;
+                    }
+                    if i as u32 >= max_ids || rank >= max_unique {
+                        g.dropped += raw as u64;
                     }
                 }
             }
