@@ -6,7 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::json;
-use sim_sparsecore::limits::estimate::{accumulate, consequences, estimate_limits, observe};
+use sim_sparsecore::limits::estimate::{
+    accumulate, consequences, consequences_from_observed, estimate_limits, observe,
+};
 use sim_sparsecore::limits::files::write_fdo_npz;
 use sim_sparsecore::limits::{compile_check, CompileCase, FdoStats, LimitsFile};
 use sim_sparsecore::preprocess::read_npz;
@@ -42,7 +44,8 @@ enum LimitsCommand {
         /// SPEC.json (the preprocess contract).
         #[arg(long)]
         spec: PathBuf,
-        /// Id batches (NPZ, the preprocess contract).
+        /// Id batches (NPZ, the preprocess contract), or directories of them (their `*.npz` files in
+        /// name order). Batches are read in parallel, a few at a time (memory stays bounded).
         #[arg(long, num_args = 1.., required = true)]
         ids: Vec<PathBuf>,
         /// Headroom over the observed value (0.1 = 10 %).
@@ -168,6 +171,49 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
     })
 }
 
+/// The NPZ files named: files as given, directories expanded to their `*.npz` files in name order
+/// (not recursing), so the batch order, and every output, is the same on every run.
+fn expand_npz_paths(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
+    let mut out = Vec::new();
+    for p in paths {
+        if p.is_dir() {
+            let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                .with_context(|| p.display().to_string())?
+                .map(|e| e.map(|e| e.path()))
+                .collect::<Result<_, _>>()
+                .with_context(|| p.display().to_string())?;
+            found.retain(|f| f.is_file() && f.extension().is_some_and(|e| e == "npz"));
+            found.sort();
+            if found.is_empty() {
+                anyhow::bail!("{}: a directory without .npz files", p.display());
+            }
+            out.extend(found);
+        } else {
+            out.push(p.clone());
+        }
+    }
+    Ok(out)
+}
+
+/// `f` over `files` on the thread pool, results in file order; at most one batch per thread is in
+/// flight (files go in groups of the pool's size), so memory stays bounded by the threads, not
+/// by the number of files.
+fn in_parallel<T: Send>(
+    files: &[PathBuf],
+    f: impl Fn(&PathBuf) -> anyhow::Result<T> + Sync,
+) -> Vec<anyhow::Result<T>> {
+    use rayon::prelude::*;
+    let group = rayon::current_num_threads().max(1);
+    let mut out = Vec::with_capacity(files.len());
+    for chunk in files.chunks(group) {
+        out.extend(chunk.par_iter().map(&f).collect::<Vec<_>>());
+        if out.iter().any(|r| r.is_err()) {
+            break;
+        }
+    }
+    out
+}
+
 fn estimate_cmd(
     spec_path: &std::path::Path,
     ids: &[PathBuf],
@@ -184,20 +230,58 @@ fn estimate_cmd(
         anyhow::bail!("--headroom must be a finite number >= 0, got {headroom}");
     }
     let spec = read_spec(spec_path)?;
+    let files = expand_npz_paths(ids)?;
+    // Progress on a terminal only: two passes over every file.
+    let bar = indicatif::ProgressBar::new(2 * files.len() as u64);
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
     let mut stats = FdoStats::new();
-    for p in ids {
+    let mut observed_per_file = Vec::with_capacity(files.len());
+    for observed in in_parallel(&files, |p| {
         let batch = read_npz(p).with_context(|| p.display().to_string())?;
-        accumulate(
-            &mut stats,
-            observe(&spec, &batch).with_context(|| p.display().to_string())?,
-        );
+        let o = observe(&spec, &batch).with_context(|| p.display().to_string())?;
+        bar.inc(1);
+        Ok(o)
+    }) {
+        let observed = observed?;
+        observed_per_file.push(observed.clone());
+        accumulate(&mut stats, observed);
     }
     let limits = estimate_limits(&stats, percentile, headroom, spec.num_sc_per_device as u64);
-    let mut per_batch = Vec::new();
-    for p in ids {
+    // A batch whose statistics already decide what the limits do to it is not read again.
+    let decided: Vec<Option<_>> = observed_per_file
+        .iter()
+        .map(|o| consequences_from_observed(&spec, &limits, o))
+        .collect();
+    let to_read: Vec<PathBuf> = files
+        .iter()
+        .zip(&decided)
+        .filter(|(_, d)| d.is_none())
+        .map(|(p, _)| p.clone())
+        .collect();
+    bar.inc((files.len() - to_read.len()) as u64);
+    let mut reread = in_parallel(&to_read, |p| {
         let batch = read_npz(p).with_context(|| p.display().to_string())?;
-        per_batch.push((p.display().to_string(), consequences(&spec, &limits, &batch)?));
+        let c = consequences(&spec, &limits, &batch)?;
+        bar.inc(1);
+        Ok(c)
+    })
+    .into_iter();
+    let consequences_per_file: Vec<anyhow::Result<_>> = decided
+        .into_iter()
+        .map(|d| match d {
+            Some(c) => Ok(c),
+            None => reread
+                .next()
+                .unwrap_or_else(|| Err(anyhow::anyhow!("a batch was not read"))),
+        })
+        .collect();
+    let mut per_batch = Vec::new();
+    for (p, c) in files.iter().zip(consequences_per_file) {
+        per_batch.push((p.display().to_string(), c?));
     }
+    bar.finish_and_clear();
     let mut file = LimitsFile {
         stacks: limits.clone(),
         ..Default::default()
@@ -206,7 +290,8 @@ fn estimate_cmd(
     file.source.insert("spec".into(), spec_path.display().to_string());
     file.source.insert(
         "ids".into(),
-        ids.iter()
+        files
+            .iter()
             .map(|p| p.display().to_string())
             .collect::<Vec<_>>()
             .join(" "),

@@ -14,6 +14,7 @@ pub mod stacking;
 use rayon::prelude::*;
 use serde::Serialize;
 
+pub use group::coo_buffer_size;
 pub use input::{read_npz, BatchIds, FeatureIds};
 pub use spec::{Combiner, FeatureSpec, PreprocessSpec, StackLimits, TableSpec};
 pub use stacking::{build_stacks, stack_name, Stack};
