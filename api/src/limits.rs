@@ -7,7 +7,7 @@ use std::path::PathBuf;
 use anyhow::Context;
 use serde_json::{json, Value};
 use sim_sparsecore::limits::estimate::{
-    accumulate, apply_limits, consequences, estimate_limits, observe, BatchConsequence,
+    accumulate, apply_limits, consequences, consequences_from_observed, estimate_limits, observe, BatchConsequence,
 };
 use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, FdoStats};
 use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
@@ -167,19 +167,108 @@ pub fn estimate(
     ids: &[IdsSource],
     opts: SuggestOptions,
 ) -> crate::Result<Estimate> {
+    estimate_with_progress(spec, spec_origin, &expand_sources(ids)?, opts, &|| {})
+}
+
+/// Directories among `ids` replaced by the `.npz` files in them, sorted by name (a directory without
+/// any is an error naming it).
+pub fn expand_sources(ids: &[IdsSource]) -> crate::Result<Vec<IdsSource>> {
+    let mut out = Vec::new();
+    for s in ids {
+        match s {
+            IdsSource::Path(p) if p.is_dir() => {
+                let mut found: Vec<PathBuf> = std::fs::read_dir(p)
+                    .with_context(|| p.display().to_string())?
+                    .map(|e| e.map(|e| e.path()))
+                    .collect::<Result<_, _>>()
+                    .with_context(|| p.display().to_string())?;
+                found.retain(|f| f.is_file() && f.extension().is_some_and(|e| e == "npz"));
+                found.sort();
+                if found.is_empty() {
+                    return Err(anyhow::anyhow!("{}: a directory without .npz files", p.display()).into());
+                }
+                out.extend(found.into_iter().map(IdsSource::Path));
+            }
+            other => out.push(other.clone()),
+        }
+    }
+    Ok(out)
+}
+
+/// Runs `f` over `sources` a pool's worth at a time (so at most that many batches are in memory),
+/// results in input order; stops after the first group with an error.
+fn in_parallel<T: Send>(
+    sources: &[&IdsSource],
+    f: impl Fn(&IdsSource) -> anyhow::Result<T> + Sync,
+) -> Vec<anyhow::Result<T>> {
+    use rayon::prelude::*;
+    let group = rayon::current_num_threads().max(1);
+    let mut out = Vec::with_capacity(sources.len());
+    for chunk in sources.chunks(group) {
+        out.extend(chunk.par_iter().map(|s| f(s)).collect::<Vec<_>>());
+        if out.iter().any(|r| r.is_err()) {
+            break;
+        }
+    }
+    out
+}
+
+/// [`estimate`] over already expanded sources (see [`expand_sources`]), calling `tick` twice per
+/// source (once per pass) for a progress display. Batches are read in parallel a pool's worth at a
+/// time; a batch whose statistics already decide what the limits do to it is not read again.
+pub fn estimate_with_progress(
+    spec: &PreprocessSpec,
+    spec_origin: &str,
+    sources: &[IdsSource],
+    opts: SuggestOptions,
+    tick: &(dyn Fn() + Sync),
+) -> crate::Result<Estimate> {
     opts.check()?;
+    let all: Vec<&IdsSource> = sources.iter().collect();
     let mut stats = FdoStats::new();
-    let mut labels = Vec::new();
-    for source in ids {
-        let (label, batch) = source.load()?;
-        accumulate(&mut stats, observe(spec, &batch).with_context(|| label.clone())?);
-        labels.push(label);
+    let mut observed = Vec::with_capacity(all.len());
+    for r in in_parallel(&all, |s| {
+        let (label, batch) = s.load()?;
+        let o = observe(spec, &batch).with_context(|| label.clone())?;
+        tick();
+        Ok((label, o))
+    }) {
+        let (label, o) = r?;
+        accumulate(&mut stats, o.clone());
+        observed.push((label, o));
     }
     let limits = suggest_limits(spec, &stats, opts);
-    let mut batches = Vec::new();
-    for source in ids {
-        let (label, batch) = source.load()?;
-        batches.push((label, consequences(spec, &limits, &batch).map_err(anyhow::Error::from)?));
+    let decided: Vec<_> = observed
+        .iter()
+        .map(|(_, o)| consequences_from_observed(spec, &limits, o))
+        .collect();
+    let to_read: Vec<&IdsSource> = all
+        .iter()
+        .zip(&decided)
+        .filter(|(_, d)| d.is_none())
+        .map(|(s, _)| *s)
+        .collect();
+    for _ in to_read.len()..all.len() {
+        tick();
+    }
+    let mut reread = in_parallel(&to_read, |s| {
+        let (label, batch) = s.load()?;
+        let c = consequences(spec, &limits, &batch).with_context(|| label.clone())?;
+        tick();
+        Ok(c)
+    })
+    .into_iter();
+    let mut batches = Vec::with_capacity(observed.len());
+    let mut labels = Vec::with_capacity(observed.len());
+    for ((label, _), d) in observed.into_iter().zip(decided) {
+        let c = match d {
+            Some(c) => c,
+            None => reread
+                .next()
+                .unwrap_or_else(|| Err(anyhow::anyhow!("a batch was not read")))?,
+        };
+        labels.push(label.clone());
+        batches.push((label, c));
     }
     let mut file = LimitsFile {
         stacks: limits,

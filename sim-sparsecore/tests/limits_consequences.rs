@@ -66,3 +66,31 @@ fn limits_at_the_observed_maxima_are_ok() {
         assert_eq!(c.minibatches, 1, "{stack}");
     }
 }
+
+/// Where the batch's statistics decide the consequences, they equal running the batch: limits
+/// from below the observed maxima to above them, with suggested buffers small and large.
+#[test]
+fn consequences_from_statistics_equal_running_the_batch() {
+    use sim_sparsecore::limits::estimate::{consequences_from_observed, observe};
+    let (spec, ids) = example();
+    let observed = observe(&spec, &ids).unwrap();
+    let mut decided = 0;
+    for (a, b) in [(8, 4), (16, 8), (46, 27), (48, 32), (64, 64), (1 << 20, 1 << 20)] {
+        for suggested in [None, Some(64), Some(1 << 16)] {
+            let limits: BTreeMap<String, StackLimit> = observed
+                .keys()
+                .map(|k| {
+                    let mut l = limit(a, b);
+                    l.suggested_coo_buffer_size_per_device = suggested;
+                    (k.clone(), l)
+                })
+                .collect();
+            let full = consequences(&spec, &limits, &ids);
+            if let Some(c) = consequences_from_observed(&spec, &limits, &observed) {
+                assert_eq!(Ok(c), full, "limits {a}/{b}, suggested {suggested:?}");
+                decided += 1;
+            }
+        }
+    }
+    assert!(decided >= 4, "only {decided} cases decided from statistics");
+}

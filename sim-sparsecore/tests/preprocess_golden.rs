@@ -4,7 +4,9 @@
 use std::io::Read;
 
 use serde_json::Value;
-use sim_sparsecore::preprocess::{preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec};
+use sim_sparsecore::preprocess::{preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec,
+    StackOutput,
+};
 
 fn ids_of(v: &Value) -> BatchIds {
     v.as_object()
@@ -60,6 +62,26 @@ fn golden_cases_from_jax_tpu_embedding() {
         let ids = ids_of(&case["ids"]);
         let got = preprocess(&spec, &ids, Options::default());
         let ctx = format!("case {line_no}: {}", case["spec"]);
+        // Statistics by counting (stats-only) equal the full CSR path's, aborts included.
+        let stats = preprocess(&spec, &ids, Options { stats_only: true });
+        match (&got, &stats) {
+            (Ok(full), Ok(counted)) => {
+                for ((n1, a), (n2, b)) in full.stacks.iter().zip(&counted.stacks) {
+                    assert_eq!(n1, n2, "{ctx}");
+                    let strip = |o: &StackOutput| StackOutput {
+                        row_pointers: vec![],
+                        embedding_ids: vec![],
+                        sample_ids: vec![],
+                        gains: vec![],
+                        ..o.clone()
+                    };
+                    assert_eq!(strip(a), strip(b), "{ctx}: stats-only statistics");
+                }
+                assert_eq!(full.stacks.len(), counted.stacks.len(), "{ctx}");
+            }
+            (Err(a), Err(b)) => assert_eq!(a, b, "{ctx}: stats-only error"),
+            _ => panic!("{ctx}: full path {got:?} but stats-only {stats:?}"),
+        }
         n += 1;
         if case["expected"].get("abort").is_some() {
             assert!(

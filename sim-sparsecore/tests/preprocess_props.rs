@@ -4,7 +4,7 @@
 
 use proptest::prelude::*;
 use sim_sparsecore::preprocess::{
-    preprocess, BatchIds, Combiner, FeatureIds, FeatureSpec, Options, PreprocessSpec, TableSpec,
+    preprocess, BatchIds, Combiner, FeatureIds, FeatureSpec, Options, PreprocessSpec, StackOutput, TableSpec,
 };
 
 proptest! {
@@ -43,5 +43,83 @@ proptest! {
         let so = &s.stacks[0].1;
         prop_assert_eq!(&so.max_ids_per_partition, &o.max_ids_per_partition);
         prop_assert_eq!(so.dropped_id_count, o.dropped_id_count);
+    }
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// Statistics by counting (`stats_only`) are bit-identical to the full CSR path's (the
+    /// reference), errors included: several stacks and features, ragged rows with duplicates,
+    /// weights, devices, limits that bind or not, dropping, minibatching, small COO buffers.
+    #[test]
+    fn counted_statistics_equal_the_full_path(
+        nsc in prop_oneof![Just(1u32), Just(2), Just(4)],
+        ldev in prop_oneof![Just(1u32), Just(2)],
+        g_extra in prop_oneof![Just(1u32), Just(2)],
+        vocabs in proptest::collection::vec(1u64..3000, 1..4),
+        limit in 1u32..300,
+        unique_limit in 1u32..300,
+        drop in any::<bool>(),
+        mb in any::<bool>(),
+        sqrtn in any::<bool>(),
+        weighted in any::<bool>(),
+        suggested in proptest::option::of(1u64..4000),
+        rows_per_sc in 1usize..40,
+        max_len in 1usize..80,
+        seed in any::<u64>(),
+    ) {
+        let gdev = ldev * g_extra;
+        let rows = rows_per_sc * (nsc * gdev) as usize;
+        let mut x = seed | 1;
+        let mut next = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let combiner = if sqrtn { Combiner::Sqrtn } else { Combiner::Sum };
+        let tables: Vec<TableSpec> = vocabs.iter().enumerate().map(|(i, &v)| TableSpec {
+            name: format!("t{i}"), vocabulary_size: v, embedding_dim: 8, combiner,
+            max_ids_per_partition: limit, max_unique_ids_per_partition: unique_limit,
+            suggested_coo_buffer_size_per_device: suggested,
+        }).collect();
+        let mut features = Vec::new();
+        let mut ids = BatchIds::new();
+        for (i, &v) in vocabs.iter().enumerate() {
+            // Two features on the first table; skewed ids so some columns repeat within a row.
+            for k in 0..if i == 0 { 2 } else { 1 } {
+                let name = format!("f{i}_{k}");
+                let mut values = Vec::new();
+                let mut splits = vec![0usize];
+                for _ in 0..rows {
+                    let len = (next() % (max_len as u64 + 1)) as usize;
+                    for _ in 0..len {
+                        let r = next();
+                        let id = if r % 3 == 0 { r % 4 } else { (r >> 8) % v };
+                        values.push(id as i32);
+                    }
+                    splits.push(values.len());
+                }
+                let weights = weighted.then(|| values.iter().map(|_| (next() % 5) as f32 * 0.5).collect());
+                features.push(FeatureSpec { name: name.clone(), table: format!("t{i}"), input_shape: vec![rows as u64, max_len as u64] });
+                ids.insert(name, FeatureIds { values, row_splits: splits, weights });
+            }
+        }
+        let spec = PreprocessSpec {
+            num_sc_per_device: nsc, local_device_count: ldev, global_device_count: gdev,
+            allow_id_dropping: drop, enable_minibatching: mb,
+            tables, features, stacks: vec![], stack_limits: Default::default(),
+        };
+        let full = preprocess(&spec, &ids, Options::default());
+        let counted = preprocess(&spec, &ids, Options { stats_only: true });
+        match (full, counted) {
+            (Ok(f), Ok(c)) => {
+                prop_assert_eq!(f.stacks.len(), c.stacks.len());
+                for ((n1, a), (n2, b)) in f.stacks.iter().zip(&c.stacks) {
+                    prop_assert_eq!(n1, n2);
+                    let strip = |o: &StackOutput| StackOutput {
+                        row_pointers: vec![], embedding_ids: vec![], sample_ids: vec![], gains: vec![], ..o.clone()
+                    };
+                    prop_assert_eq!(strip(a), strip(b));
+                }
+            }
+            (Err(a), Err(b)) => prop_assert_eq!(a, b),
+            (a, b) => prop_assert!(false, "full {:?} vs counted {:?}", a.map(|_| ()), b.map(|_| ())),
+        }
     }
 }

@@ -9,7 +9,7 @@ use serde_json::json;
 use sim_sparsecore::limits::files::write_fdo_npz;
 use sim_sparsecore::limits::{compile_check, CompileCase};
 use tpusim_api::limits::{
-    check_case, chip_params, estimate, estimate_json, validate_with, IdsSource, LimitsSource, SuggestOptions,
+    check_case, chip_params, estimate_json, estimate_with_progress, expand_sources, validate_with, IdsSource, LimitsSource, SuggestOptions,
 };
 
 use super::preprocess::read_spec;
@@ -42,7 +42,8 @@ enum LimitsCommand {
         /// SPEC.json (the preprocess contract).
         #[arg(long)]
         spec: PathBuf,
-        /// Id batches (NPZ, the preprocess contract).
+        /// Id batches (NPZ, the preprocess contract), or directories of them (their `*.npz` files in
+        /// name order). Batches are read in parallel, a few at a time (memory stays bounded).
         #[arg(long, num_args = 1.., required = true)]
         ids: Vec<PathBuf>,
         /// Headroom over the observed value (0.1 = 10 %).
@@ -191,6 +192,8 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
     })
 }
 
+
+
 fn estimate_cmd(
     spec_path: &std::path::Path,
     ids: &[PathBuf],
@@ -202,7 +205,14 @@ fn estimate_cmd(
     opts.check()?;
     let spec = read_spec(spec_path)?;
     let sources: Vec<IdsSource> = ids.iter().cloned().map(IdsSource::Path).collect();
-    let e = estimate(&spec, &spec_path.display().to_string(), &sources, opts)?;
+    let sources = expand_sources(&sources)?;
+    // Progress on a terminal only: two passes over every batch.
+    let bar = indicatif::ProgressBar::new(2 * sources.len() as u64);
+    if !std::io::IsTerminal::is_terminal(&std::io::stderr()) {
+        bar.set_draw_target(indicatif::ProgressDrawTarget::hidden());
+    }
+    let e = estimate_with_progress(&spec, &spec_path.display().to_string(), &sources, opts, &|| bar.inc(1))?;
+    bar.finish_and_clear();
     let (file, limits, per_batch) = (&e.file, &e.file.stacks, &e.batches);
     if let Some(o) = &output {
         file.write(o)?;

@@ -152,6 +152,43 @@ pub struct BatchConsequence {
     pub abort_message: Option<String>,
 }
 
+/// `consequences` without the batch, from its statistics (`observe`), where they decide it: no
+/// stack's observed ids or unique ids per partition exceed its limits and every SparseCore's
+/// required buffer fits its share of the COO buffer. Then the plain run succeeds and drops nothing,
+/// minibatching keeps one minibatch (no bucket pass), and dropping has nothing to drop. None
+/// otherwise: run `consequences` on the batch.
+pub fn consequences_from_observed(
+    spec: &PreprocessSpec,
+    limits: &BTreeMap<String, StackLimit>,
+    observed: &BTreeMap<String, FdoStack>,
+) -> Option<BTreeMap<String, BatchConsequence>> {
+    let mut plain = apply_limits(spec, limits);
+    plain.allow_id_dropping = false;
+    plain.enable_minibatching = false;
+    let stacks = build_stacks(&plain);
+    let mut out = BTreeMap::new();
+    for (name, o) in observed {
+        let stack = stacks.iter().find(|s| &s.name == name)?;
+        let per_sc = crate::preprocess::coo_buffer_size(&plain, stack).ok()? / plain.num_sc_per_device.max(1) as u64;
+        let fits = |rows: &[Vec<i64>], limit: u64| rows.iter().flatten().all(|&x| x >= 0 && x as u64 <= limit);
+        if !fits(&o.max_ids, stack.max_ids_per_partition as u64)
+            || !fits(&o.max_unique_ids, stack.max_unique_ids_per_partition as u64)
+            || !fits(&o.required_buffer_size, per_sc)
+            || o.id_drop_counters.iter().flatten().any(|&x| x != 0)
+        {
+            return None;
+        }
+        out.insert(
+            name.clone(),
+            BatchConsequence {
+                minibatches: 1,
+                ..Default::default()
+            },
+        );
+    }
+    Some(out)
+}
+
 /// Runs one batch under `limits` three ways: plain, with minibatching, with id dropping.
 pub fn consequences(
     spec: &PreprocessSpec,

@@ -34,6 +34,8 @@ pub(super) struct ScGroups {
     /// Observed unique columns per (partition, bucket).
     pub unique: Vec<u32>,
     pub dropped: u64,
+    /// Counting met a column outside its column set: group by sorting instead.
+    pub needs_sort: bool,
 }
 
 /// A stack's grouped ids on every local device and SparseCore.
@@ -46,6 +48,11 @@ pub(super) struct StackGroups {
     pub exceeds_limits: bool,
     /// Split bits ORed over SparseCores and partitions (pass 2).
     pub split: u64,
+    /// Grouped by counting only (`coos` empty): exact statistics as long as no id is dropped.
+    pub counted_only: bool,
+    /// The counting pass cannot give exact statistics (ids would be dropped, or a column lies
+    /// outside its column set): group again by sorting.
+    pub needs_sort: bool,
 }
 
 fn round8(x: u64) -> u64 {
@@ -58,6 +65,7 @@ pub(super) fn group_stack(
     stack: &Stack,
     features: &[&FeatureIds],
     buckets_on: bool,
+    count_only: bool,
 ) -> Result<StackGroups, PreprocessError> {
     let nsc = spec.num_sc_per_device as u64;
     let ldev = spec.local_device_count as u64;
@@ -93,6 +101,8 @@ pub(super) fn group_stack(
         buckets,
         exceeds_limits: false,
         split: 0,
+        counted_only: count_only,
+        needs_sort: false,
     };
     for d in 0..ldev {
         let work = |s: u64| -> Result<ScGroups, PreprocessError> {
@@ -114,6 +124,12 @@ pub(super) fn group_stack(
                     "stack {}: more than 2^26 ids for one SparseCore",
                     stack.name
                 )));
+            }
+            if count_only {
+                let drop = perform_drop.then_some((max_ids, max_unique));
+                return Ok(count_sc(
+                    stack, features, d, s, ldev, nsc, num_scs, buckets, total, drop,
+                ));
             }
             rows.reserve(total);
             gains.reserve(total);
@@ -161,6 +177,10 @@ pub(super) fn group_stack(
         for (s, sc) in results.into_iter().enumerate() {
             let sc = sc?;
             let s = s as u64;
+            if sc.needs_sort {
+                out.needs_sort = true;
+                return Ok(out);
+            }
             // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
             if check_limits && !spec.allow_id_dropping {
                 for (counts, kind, limit) in [
@@ -204,6 +224,262 @@ pub(super) fn group_stack(
     Ok(out)
 }
 
+/// Columns one SparseCore has seen (and, with buckets, each one's minibatching bucket): a bitset over
+/// the stack's columns when it is small against the ids, else an open-addressing hash set sized to
+/// the ids. Membership is all the statistics need: a column's first sighting is a unique id.
+enum ColumnSet {
+    /// Bit `col` set once seen; `buckets[col]` its bucket (bucket mode only).
+    Bits { words: Vec<u64>, buckets: Vec<u8>, columns: u64 },
+    /// Slots hold column + 1 (0: empty); `buckets[slot]` its bucket (bucket mode only).
+    Hash { slots: Vec<u32>, buckets: Vec<u8>, shift: u32 },
+}
+
+/// Bitsets are used up to this many columns (8 MiB of bits, plus a byte per column with buckets).
+const MAX_BITSET_COLUMNS: u64 = 1 << 26;
+
+impl ColumnSet {
+    fn new(columns: u64, ids: usize, buckets_on: bool) -> ColumnSet {
+        // A bitset costs columns / 8 bytes to clear, a hash set ~8 bytes per id: take the smaller.
+        if columns <= MAX_BITSET_COLUMNS && columns / 8 <= (ids as u64 * 8).max(1 << 16) {
+            ColumnSet::Bits {
+                words: vec![0; (columns as usize).div_ceil(64)],
+                buckets: if buckets_on { vec![0; columns as usize] } else { Vec::new() },
+                columns,
+            }
+        } else {
+            let bits = (ids.max(8) * 2).next_power_of_two().trailing_zeros();
+            ColumnSet::Hash {
+                slots: vec![0; 1 << bits],
+                buckets: if buckets_on { vec![0; 1 << bits] } else { Vec::new() },
+                shift: 32 - bits,
+            }
+        }
+    }
+
+    /// Records `col`: Some((first sighting, bucket)), or None if the set cannot hold it.
+    #[inline]
+    fn insert(&mut self, col: u32, buckets_on: bool) -> Option<(bool, u32)> {
+        match self {
+            ColumnSet::Bits { words, buckets, columns } => {
+                if col as u64 >= *columns {
+                    return None;
+                }
+                let w = &mut words[col as usize / 64];
+                let bit = 1u64 << (col % 64);
+                let new = *w & bit == 0;
+                *w |= bit;
+                if !buckets_on {
+                    return Some((new, 0));
+                }
+                if new {
+                    buckets[col as usize] = bucket_of(col) as u8;
+                }
+                Some((new, buckets[col as usize] as u32))
+            }
+            ColumnSet::Hash { slots, buckets, shift } => {
+                let key = col.checked_add(1)?;
+                let mask = slots.len() - 1;
+                let mut i = (key.wrapping_mul(0x9E37_79B1) >> *shift) as usize;
+                loop {
+                    let slot = slots[i];
+                    if slot == key {
+                        return Some((false, if buckets_on { buckets[i] as u32 } else { 0 }));
+                    }
+                    if slot == 0 {
+                        slots[i] = key;
+                        let b = if buckets_on {
+                            let b = bucket_of(col);
+                            buckets[i] = b as u8;
+                            b
+                        } else {
+                            0
+                        };
+                        return Some((true, b));
+                    }
+                    i = (i + 1) & mask;
+                }
+            }
+        }
+    }
+}
+
+/// One source SparseCore's statistics by counting instead of sorting: per (partition, bucket) the
+/// ids after within-sample dedup and the unique columns, in one pass over its rows. Equal to
+/// `group_sc`'s counts (its sort only orders what is counted here). With dropping on
+/// (`drop_limits`: max ids, max unique ids), each (row, column) pair is also kept with its raw ids,
+/// and only the cells over a limit are ordered (by column, then row, as the sort would) to find
+/// the pairs past a limit, whose raw ids are dropped. `coos` stays empty.
+#[allow(clippy::too_many_arguments)]
+fn count_sc(
+    stack: &Stack,
+    features: &[&FeatureIds],
+    d: u64,
+    s: u64,
+    ldev: u64,
+    nsc: u64,
+    num_scs: u32,
+    buckets: usize,
+    total: usize,
+    drop_limits: Option<(u32, u32)>,
+) -> ScGroups {
+    let mask = num_scs - 1;
+    let buckets_on = buckets > 1;
+    let cells = num_scs as usize * buckets;
+    let mut g = ScGroups {
+        coos: Vec::new(),
+        bucket_offsets: vec![0; buckets + 1],
+        ids: vec![0; cells],
+        unique: vec![0; cells],
+        dropped: 0,
+        needs_sort: false,
+    };
+    let mut seen = ColumnSet::new(stack.stack_vocab_size, total, buckets_on);
+    // Within-sample dedup: rows of up to ROW_TABLE / 2 ids go through a small open-addressing table
+    // whose slots are stamped with the row's generation (stale slots are empty), longer rows are
+    // sorted.
+    const ROW_TABLE: usize = 128;
+    let mut row_table = [0u64; ROW_TABLE];
+    // With dropping: each slot's pair index in `pairs`, and every (column, raw ids) pair in order.
+    let mut row_pair = [0u32; ROW_TABLE];
+    let mut pairs: Vec<(u32, u32)> = Vec::new();
+    let keep_pairs = drop_limits.is_some();
+    let mut generation = 0u32;
+    let mut long_row: Vec<u32> = Vec::new();
+    let mut count = |col: u32, g: &mut ScGroups| -> bool {
+        let Some((new, bucket)) = seen.insert(col, buckets_on) else {
+            return false;
+        };
+        let cell = (col & mask) as usize * buckets + bucket as usize;
+        g.ids[cell] += 1;
+        g.unique[cell] += new as u32;
+        true
+    };
+    for fis in &stack.features {
+        let f = features[fis.feature];
+        let n = f.rows() as u64 / (ldev * nsc);
+        let slice_start = (d * nsc + s) * n;
+        let (shift, offset) = (fis.col_shift as u32, fis.col_offset as u32);
+        let col_of = |id: i32| {
+            let id = id as u32;
+            (id.wrapping_add(shift) & mask)
+                .wrapping_add(id & !mask)
+                .wrapping_add(offset)
+        };
+        let splits = &f.row_splits[slice_start as usize..=(slice_start + n) as usize];
+        for w in splits.windows(2) {
+            let values = &f.values[w[0]..w[1]];
+            if values.len() <= ROW_TABLE / 2 {
+                generation = generation.wrapping_add(1);
+                if generation == 0 {
+                    row_table = [0; ROW_TABLE];
+                    generation = 1;
+                }
+                let stamp = (generation as u64) << 32;
+                for &id in values {
+                    let col = col_of(id);
+                    let entry = stamp | col as u64;
+                    let mut i = (col.wrapping_mul(0x9E37_79B1) >> 25) as usize;
+                    let fresh = loop {
+                        let slot = row_table[i];
+                        if slot == entry {
+                            break false;
+                        }
+                        if slot >> 32 != generation as u64 {
+                            row_table[i] = entry;
+                            break true;
+                        }
+                        i = (i + 1) % ROW_TABLE;
+                    };
+                    if keep_pairs {
+                        if fresh {
+                            row_pair[i] = pairs.len() as u32;
+                            pairs.push((col, 1));
+                        } else {
+                            pairs[row_pair[i] as usize].1 += 1;
+                        }
+                    }
+                    if fresh && !count(col, &mut g) {
+                        g.needs_sort = true;
+                        return g;
+                    }
+                }
+            } else {
+                long_row.clear();
+                long_row.extend(values.iter().map(|&id| col_of(id)));
+                long_row.sort_unstable();
+                for run in long_row.chunk_by(|a, b| a == b) {
+                    if keep_pairs {
+                        pairs.push((run[0], run.len() as u32));
+                    }
+                    if !count(run[0], &mut g) {
+                        g.needs_sort = true;
+                        return g;
+                    }
+                }
+            }
+        }
+    }
+    if let Some((max_ids, max_unique)) = drop_limits {
+        // Cells over a limit: their pairs in the sorted path's order (column, then row: pairs are
+        // pushed row after row, so a stable sort by column), the first `max_ids` pairs and the
+        // first `max_unique` columns kept, every raw id of the other pairs dropped.
+        let over: Vec<usize> = (0..cells)
+            .filter(|&c| g.ids[c] > max_ids || g.unique[c] > max_unique)
+            .collect();
+        if !over.is_empty() {
+            let mut slot_of = vec![usize::MAX; cells];
+            for (k, &c) in over.iter().enumerate() {
+                slot_of[c] = k;
+            }
+            let mut cell_pairs: Vec<Vec<(u32, u32)>> = vec![Vec::new(); over.len()];
+            for &(col, raw) in &pairs {
+                let bucket = if buckets_on { bucket_of(col) as usize } else { 0 };
+                let k = slot_of[(col & mask) as usize * buckets + bucket];
+                if k != usize::MAX {
+                    cell_pairs[k].push((col, raw));
+                }
+            }
+            for mut list in cell_pairs {
+                list.sort_by_key(|&(col, _)| col);
+                let mut rank = 0u32;
+                for (i, &(col, raw)) in list.iter().enumerate() {
+                    if i > 0 && col != list[i - 1].0 {
+                        rank += 1;
+                    }
+                    if i as u32 >= max_ids || rank >= max_unique {
+                        g.dropped += raw as u64;
+                    }
+                }
+            }
+        }
+    }
+    g
+}
+
+/// Whether a stack grouped by counting fits its COO buffer, so that filling it would drop nothing
+/// and the counted statistics are exactly the sorted path's. Each SparseCore's partitions start
+/// 8-aligned; with minibatches, splitting a partition's ids over buckets only adds padding, so the
+/// sum over buckets of each bucket rounded up to 8 bounds what the minibatches use.
+pub(super) fn counts_fit_buffer(spec: &PreprocessSpec, stack: &Stack, g: &StackGroups) -> Result<bool, PreprocessError> {
+    let buffer = coo_buffer_size(spec, stack)?;
+    let nsc = spec.num_sc_per_device as u64;
+    let per_sc = buffer / nsc;
+    for scs in &g.devices {
+        let mut used = 0u64;
+        for sc in scs {
+            let mine: u64 = sc.ids.iter().map(|&x| round8(x as u64)).sum();
+            if !spec.enable_minibatching && mine > per_sc {
+                return Ok(false);
+            }
+            used += mine;
+        }
+        if spec.enable_minibatching && used > buffer {
+            return Ok(false);
+        }
+    }
+    Ok(true)
+}
+
 /// The divisor of a row's weights: 1 (sum), their sum (mean), sqrt of the sum of squares (sqrtn),
 /// in f32 as jax-tpu-embedding computes it (squares via double `pow`).
 fn row_divisor(combiner: Combiner, f: &FeatureIds, a: usize, b: usize) -> f32 {
@@ -239,6 +515,7 @@ fn group_sc(
         ids: vec![0; cells],
         unique: vec![0; cells],
         dropped: 0,
+        needs_sort: false,
     };
     let mut kept = vec![0u32; if perform_drop { cells } else { 0 }];
     let mut kept_unique = vec![0u32; if perform_drop { cells } else { 0 }];

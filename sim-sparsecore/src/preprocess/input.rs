@@ -68,7 +68,9 @@ impl FeatureIds {
                 ));
             }
         }
-        if let Some(pos) = self.values.iter().position(|&v| v < 0) {
+        // The sign bits ORed first (vectorised), the position only when one is set.
+        if self.values.iter().fold(0i32, |a, &v| a | v) < 0 {
+            let pos = self.values.iter().position(|&v| v < 0).unwrap_or(0);
             return bad(format!("id {} at position {pos} is negative", self.values[pos]));
         }
         Ok(())
@@ -82,7 +84,7 @@ pub type BatchIds = BTreeMap<String, FeatureIds>;
 /// `N.values` (int32) + `N.row_splits` (int64), and optional `N.weights` (float32).
 pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     let file = std::fs::File::open(path).map_err(|e| PreprocessError::Input(format!("{}: {e}", path.display())))?;
-    read_npz_from(std::io::BufReader::new(file)).map_err(|e| match e {
+    read_npz_from(std::io::BufReader::with_capacity(1 << 20, file)).map_err(|e| match e {
         PreprocessError::Input(m) if m.starts_with("not a valid npz") => {
             PreprocessError::Input(format!("{}: {m}", path.display()))
         }
@@ -130,12 +132,40 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
         .map(|s| s.to_string())
         .collect();
     let mut batch = BatchIds::new();
-    // Each member is inflated into memory in one read (checksummed in bulk), then parsed from the
-    // slice: element-sized reads through the zip stream cost more than the preprocessing itself.
+    // Each member is read in one bulk read (checksummed in bulk) after its header: element-sized reads
+    // through the zip stream cost more than the preprocessing itself.
     let read = |npz: &mut zip::ZipArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
-        let bytes = read_zip_member(npz, &npyz::npz::file_name_from_array_name(key))
-            .map_err(|e| PreprocessError::Input(format!("array '{key}'{e}")))?;
-        let arr = super::npy::read_npy(&bytes).map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
+        let mut member = match npz.by_name(&npyz::npz::file_name_from_array_name(key)) {
+            Ok(m) => m,
+            Err(zip::result::ZipError::FileNotFound) => {
+                return Err(PreprocessError::Input(format!("array '{key}' is missing")))
+            }
+            Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
+        };
+        // Never trust the declared size beyond what the stored bytes can inflate to (deflate expands
+        // at most ~1032:1), and never read more than declared.
+        let declared = member.size();
+        let limit = match member.compression() {
+            zip::CompressionMethod::Stored => member.compressed_size(),
+            _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
+        }
+        .min(declared);
+        // The array is read from the member's stream straight into its typed vector: a stored member
+        // is copied once from the file, a deflated one inflated once, in blocks as large as the array.
+        let mut stream = std::io::Read::take(&mut member, limit.saturating_add(1));
+        let arr = super::npy::read_npy_from(&mut stream, limit)
+            .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
+        // The member must end where the array does (this read also checks its CRC).
+        let mut rest = [0u8; 1];
+        match std::io::Read::read(&mut stream, &mut rest) {
+            Ok(0) => {}
+            Ok(_) => {
+                return Err(PreprocessError::Input(format!(
+                    "array '{key}': the zip member holds more than its declared {declared} bytes"
+                )))
+            }
+            Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
+        }
         let shape = arr.shape;
         let data = match arr.data {
             super::npy::NpyData::I32(v) => Array::I32(v),

@@ -10,8 +10,32 @@ const KEY: [u64; 4] = [
     0x0b2658e18326f6ba,
 ];
 
+/// Columns below this have their bucket memoised process-wide (a byte each, 16 MiB reserved, pages
+/// touched only as columns are seen).
+const MEMO_COLUMNS: usize = 1 << 24;
+
+/// Bucket + 1 of each column seen so far (0: not yet computed); a pure function's memo, so races only
+/// write the same value twice.
+static MEMO: std::sync::OnceLock<Box<[std::sync::atomic::AtomicU8]>> = std::sync::OnceLock::new();
+
 /// The bucket (0..64) of a column id: HighwayHash-64 of its 4 little-endian bytes, low 6 bits.
 pub fn bucket_of(col: u32) -> u32 {
+    use std::sync::atomic::{AtomicU8, Ordering};
+    if (col as usize) < MEMO_COLUMNS {
+        let memo = MEMO.get_or_init(|| (0..MEMO_COLUMNS).map(|_| AtomicU8::new(0)).collect());
+        let cell = &memo[col as usize];
+        let known = cell.load(Ordering::Relaxed);
+        if known != 0 {
+            return known as u32 - 1;
+        }
+        let b = hash_bucket(col);
+        cell.store(b as u8 + 1, Ordering::Relaxed);
+        return b;
+    }
+    hash_bucket(col)
+}
+
+fn hash_bucket(col: u32) -> u32 {
     let mut h = HighwayHasher::new(Key(KEY));
     h.append(&(col as i32).to_le_bytes());
     (h.finalize64() & 63) as u32

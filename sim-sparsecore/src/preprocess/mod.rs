@@ -11,8 +11,10 @@ mod radix;
 pub mod spec;
 pub mod stacking;
 
+use rayon::prelude::*;
 use serde::Serialize;
 
+pub use group::coo_buffer_size;
 pub use input::{read_npz, BatchIds, FeatureIds};
 pub use spec::{Combiner, FeatureSpec, PreprocessSpec, StackLimits, TableSpec};
 pub use stacking::{build_stacks, stack_name, Stack};
@@ -163,24 +165,46 @@ pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Resul
         .filter(|s| !s.features.is_empty())
         .collect();
     let features: Vec<&FeatureIds> = spec.features.iter().map(|f| &ids[&f.name]).collect();
+    // Statistics alone are counted (no sort, no buffers) unless counting cannot be exact for a stack
+    // (ids dropped, a column out of range, a COO buffer overflowing): that stack is sorted as the
+    // full path does. Stacks run in parallel; results and the first error are taken in stack order.
+    let group_all = |buckets_on: bool| -> Result<Vec<group::StackGroups>, PreprocessError> {
+        let results: Vec<Result<group::StackGroups, PreprocessError>> = stacks
+            .par_iter()
+            .map(|s| {
+                let g = group::group_stack(spec, s, &features, buckets_on, opts.stats_only)?;
+                if g.needs_sort {
+                    return group::group_stack(spec, s, &features, buckets_on, false);
+                }
+                Ok(g)
+            })
+            .collect();
+        results.into_iter().collect()
+    };
     // Pass 1: no buckets.
-    let mut grouped: Vec<group::StackGroups> = stacks
-        .iter()
-        .map(|s| group::group_stack(spec, s, &features, false))
-        .collect::<Result<_, _>>()?;
+    let mut grouped = group_all(false)?;
     let mut split = 0u64;
-    if spec.enable_minibatching && grouped.iter().any(|g| g.exceeds_limits) {
+    let buckets_on = spec.enable_minibatching && grouped.iter().any(|g| g.exceeds_limits);
+    if buckets_on {
         // Pass 2: bucketed, with the split tree ORed over every stack, SparseCore and partition.
-        grouped = stacks
-            .iter()
-            .map(|s| group::group_stack(spec, s, &features, true))
-            .collect::<Result<_, _>>()?;
+        grouped = group_all(true)?;
         split = grouped.iter().fold(0, |acc, g| acc | g.split);
     }
+    let filled: Vec<Result<StackOutput, PreprocessError>> = stacks
+        .par_iter()
+        .zip(grouped)
+        .map(|(stack, g)| {
+            let g = if g.counted_only && !group::counts_fit_buffer(spec, stack, &g)? {
+                group::group_stack(spec, stack, &features, buckets_on, false)?
+            } else {
+                g
+            };
+            group::fill_stack(spec, stack, g, split, opts)
+        })
+        .collect();
     let mut out = PreprocessOutput::default();
-    for (stack, g) in stacks.iter().zip(grouped) {
-        out.stacks
-            .push((stack.name.clone(), group::fill_stack(spec, stack, g, split, opts)?));
+    for (stack, o) in stacks.iter().zip(filled) {
+        out.stacks.push((stack.name.clone(), o?));
     }
     Ok(out)
 }

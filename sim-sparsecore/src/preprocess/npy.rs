@@ -93,7 +93,60 @@ fn header(bytes: &[u8]) -> Result<Header, String> {
 
 /// Reads one array; `bytes` is the whole `.npy` member.
 pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, String> {
-    let h = header(bytes)?;
+    read_npy_from(&mut &bytes[..], bytes.len() as u64)
+}
+
+/// Elements read straight into a typed vector: one copy from the reader, none after (the bytes of
+/// a little-endian array are its values on a little-endian host).
+fn read_typed<T: Copy + Default, R: std::io::Read>(
+    r: &mut R,
+    count: usize,
+    from_le: impl Fn(T) -> T,
+) -> std::io::Result<Vec<T>> {
+    let mut v = vec![T::default(); count];
+    // SAFETY: T is i32, i64 or f32 (every bit pattern is a value, no padding); the byte view covers
+    // exactly the vector's initialised elements and is dropped before `v` is used again.
+    let bytes =
+        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, count * std::mem::size_of::<T>()) };
+    r.read_exact(bytes)?;
+    if cfg!(target_endian = "big") {
+        for x in &mut v {
+            *x = from_le(*x);
+        }
+    }
+    Ok(v)
+}
+
+/// Reads one array of `size` bytes (header included) from a stream: the header is read and checked
+/// first, then the data lands in its typed vector in one read (an inflating reader inflates in
+/// blocks as large as the array), and the stream must end there.
+pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray, String> {
+    let io = |e: std::io::Error| format!("reading the array: {e}");
+    let mut head = vec![0u8; 10.min(size as usize)];
+    r.read_exact(&mut head).map_err(|_| "not an NPY array (no \\x93NUMPY magic)".to_string())?;
+    if head.len() == 10 && head[..6] == *b"\x93NUMPY" {
+        let len_bytes = if matches!(head[6], 2 | 3) { 4 } else { 2 };
+        if len_bytes == 4 {
+            let mut more = [0u8; 2];
+            r.read_exact(&mut more).map_err(|_| "truncated NPY header".to_string())?;
+            head.extend_from_slice(&more);
+        }
+        let start = head.len();
+        let len = if len_bytes == 4 {
+            u32::from_le_bytes([head[8], head[9], head[10], head[11]]) as u64
+        } else {
+            u16::from_le_bytes([head[8], head[9]]) as u64
+        };
+        if (start as u64).saturating_add(len) > size {
+            return Err("truncated NPY header".into());
+        }
+        if len > 1 << 20 {
+            return Err(format!("NPY header of {len} bytes (at most 1 MiB)"));
+        }
+        head.resize(start + len as usize, 0);
+        r.read_exact(&mut head[start..]).map_err(|_| "truncated NPY header".to_string())?;
+    }
+    let h = header(&head)?;
     let (item, kind) = match h.descr.as_str() {
         "<i4" | "|i4" => (4usize, 0),
         "<i8" | "|i8" => (8, 1),
@@ -117,30 +170,18 @@ pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, String> {
     let need = count
         .checked_mul(item as u64)
         .ok_or_else(|| format!("shape {:?} has more bytes than can be addressed", h.shape))?;
-    let have = (bytes.len() - h.data_offset) as u64;
+    let have = size - h.data_offset as u64;
     if need != have {
         return Err(format!(
             "shape {:?} of {} needs {need} data bytes, the array holds {have}",
             h.shape, h.descr
         ));
     }
-    let raw = &bytes[h.data_offset..];
+    let count = usize::try_from(count).map_err(|_| format!("shape {:?} does not fit in memory", h.shape))?;
     let mut data = match kind {
-        0 => NpyData::I32(
-            raw.chunks_exact(4)
-                .map(|c| i32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
-        1 => NpyData::I64(
-            raw.chunks_exact(8)
-                .map(|c| i64::from_le_bytes([c[0], c[1], c[2], c[3], c[4], c[5], c[6], c[7]]))
-                .collect(),
-        ),
-        _ => NpyData::F32(
-            raw.chunks_exact(4)
-                .map(|c| f32::from_le_bytes([c[0], c[1], c[2], c[3]]))
-                .collect(),
-        ),
+        0 => NpyData::I32(read_typed(r, count, i32::from_le).map_err(io)?),
+        1 => NpyData::I64(read_typed(r, count, i64::from_le).map_err(io)?),
+        _ => NpyData::F32(read_typed(r, count, |x: f32| f32::from_bits(u32::from_le(x.to_bits()))).map_err(io)?),
     };
     // Fortran order: the first index varies fastest. Transposed to row-major (2-D; 1-D is the same).
     if h.fortran && h.shape.len() == 2 {
