@@ -33,6 +33,7 @@ fn points() -> Vec<SweepPoint> {
                     needed_max_unique_ids: 8,
                     cost_per_hour: 1.0,
                     error,
+                    fit_reasons: Vec::new(),
                 });
             }
         }
