@@ -1050,6 +1050,20 @@ fn cases(dir: &Path) -> Vec<Case> {
         a.extend(["-o", &out]);
         v.push(case(&a, 2, says));
     }
+    // Stated bounds: refused up front (no ids generated), naming the bound's flag.
+    for (extra, says) in [
+        (vec!["--steps", "4294967295"], "--max-steps"),
+        (vec!["--set", "steps=4294967295"], "--max-steps"),
+        (vec!["--steps", "20", "--max-steps", "10"], "--max-steps"),
+        (vec!["--max-ids", "1000"], "--max-ids"),
+    ] {
+        let mut a = vec![
+            "sweep", "--preset", "dlrm-small", "--chip", "v5p", "--chips", "4", "--batch", "4096",
+        ];
+        a.extend(extra);
+        a.extend(["-o", &out]);
+        v.push(case(&a, 2, says));
+    }
     v.push(case(
         &["sweep", "--merge", "/nonexistent/shards", "-o", &out],
         2,
