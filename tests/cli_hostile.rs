@@ -162,7 +162,10 @@ fn cases(dir: &Path) -> Vec<Case> {
     for (s, printed) in [
         ("s4[3]{0:T(1024)E(0)}", "s4[3]{0:T(1024)}"),
         ("u8[1]{0:S(99)}", "u8[1]{0:S(99)}"),
-        ("bf16[8]{0:T(8,128)(2,1)(2,1)(2,1)}", "bf16[8]{0:T(8,128)(2,1)(2,1)(2,1)}"),
+        (
+            "bf16[8]{0:T(8,128)(2,1)(2,1)(2,1)}",
+            "bf16[8]{0:T(8,128)(2,1)(2,1)(2,1)}",
+        ),
     ] {
         v.push(case(&["layout", s], 0, printed));
         v.push(case(&["layout", s, "--json"], 0, printed));
@@ -480,7 +483,12 @@ fn cases(dir: &Path) -> Vec<Case> {
         ("defl-small", zip_deflated("user_id.npy", &good, Some(16)), 2, "user_id"),
         // Declares 4 GiB but inflates to the good array: read as what it holds (bounded), then the
         // other features are missing.
-        ("defl-huge", zip_deflated("user_id.npy", &good, Some(u32::MAX)), 2, "history"),
+        (
+            "defl-huge",
+            zip_deflated("user_id.npy", &good, Some(u32::MAX)),
+            2,
+            "history",
+        ),
         (
             "defl-bomb",
             zip_deflated("user_id.npy", &npy("<i4", false, "(64, 1)", &vec![0; 1 << 22]), None),
@@ -498,7 +506,11 @@ fn cases(dir: &Path) -> Vec<Case> {
         ("descr-i2", npy("<i2", false, "(64, 1)", &[0; 128]), "<i2"),
         ("descr-obj", npy("|O", false, "(64, 1)", &[0; 64]), "|O"),
         ("neg-shape", npy("<i4", false, "(-64, 1)", &i32s(&[1; 64])), "shape"),
-        ("huge-shape", npy("<i4", false, "(18446744073709551615, 1)", &[]), "shape"),
+        (
+            "huge-shape",
+            npy("<i4", false, "(18446744073709551615, 1)", &[]),
+            "shape",
+        ),
         ("long-data", npy("<i4", false, "(1, 1)", &i32s(&[1; 64])), "user_id"),
         ("wrong-rows", npy("<i4", false, "(32, 1)", &i32s(&[1; 32])), "user_id"),
     ] {
@@ -509,14 +521,71 @@ fn cases(dir: &Path) -> Vec<Case> {
     }
     // Estimate and validate flags.
     for (args, says) in [
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--headroom=-1"], "--headroom"),
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--headroom", "nan"], "--headroom"),
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--percentile", "101"], "--percentile"),
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--percentile=-5"], "--percentile"),
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "-o", "/proc/tpusim-no/l.json"], "/proc/tpusim-no"),
-        (vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--fdo-out", "/proc/tpusim-no"], "/proc/tpusim-no"),
+        (
+            vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--headroom=-1"],
+            "--headroom",
+        ),
+        (
+            vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--headroom", "nan"],
+            "--headroom",
+        ),
+        (
+            vec![
+                "limits",
+                "estimate",
+                "--spec",
+                spec,
+                "--ids",
+                ids,
+                "--percentile",
+                "101",
+            ],
+            "--percentile",
+        ),
+        (
+            vec!["limits", "estimate", "--spec", spec, "--ids", ids, "--percentile=-5"],
+            "--percentile",
+        ),
+        (
+            vec![
+                "limits",
+                "estimate",
+                "--spec",
+                spec,
+                "--ids",
+                ids,
+                "-o",
+                "/proc/tpusim-no/l.json",
+            ],
+            "/proc/tpusim-no",
+        ),
+        (
+            vec![
+                "limits",
+                "estimate",
+                "--spec",
+                spec,
+                "--ids",
+                ids,
+                "--fdo-out",
+                "/proc/tpusim-no",
+            ],
+            "/proc/tpusim-no",
+        ),
         (vec!["limits", "validate", "--spec", spec, "--chip", "v9"], "v9"),
-        (vec!["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", "/nonexistent/fdo"], "nonexistent"),
+        (
+            vec![
+                "limits",
+                "validate",
+                "--spec",
+                spec,
+                "--chip",
+                "v5p",
+                "--fdo",
+                "/nonexistent/fdo",
+            ],
+            "nonexistent",
+        ),
         (vec!["limits", "compile-check", "--chip", "v5p"], ""),
     ] {
         v.push(case(&args, 2, says));
@@ -527,7 +596,10 @@ fn cases(dir: &Path) -> Vec<Case> {
         ("keys,values\n", "line 1"),
         ("key,values\nuser_item_bogus,1\n", "user_item_bogus"),
         ("key,values\nuser_item_max_ids 1 2\n", "line 2"),
-        ("key,values\nuser_item_max_ids,99999999999999999999\n", "99999999999999999999"),
+        (
+            "key,values\nuser_item_max_ids,99999999999999999999\n",
+            "99999999999999999999",
+        ),
         ("", "line 1"),
     ]
     .iter()
@@ -537,15 +609,48 @@ fn cases(dir: &Path) -> Vec<Case> {
         std::fs::create_dir_all(&d).unwrap();
         let f = file(&d, "host.csv", csv.as_bytes());
         let d = d.to_string_lossy().into_owned();
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d], 2, says));
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d, "--json"], 2, &f));
+        v.push(case(
+            &["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d],
+            2,
+            says,
+        ));
+        v.push(case(
+            &[
+                "limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d, "--json",
+            ],
+            2,
+            &f,
+        ));
     }
     for (i, (bytes, says)) in [
-        (zip_one("user_item_max_ids.npy", &npy("<f4", false, "(1, 4)", &[0; 16]), None), "user_item_max_ids"),
-        (zip_one("user_item_nothing.npy", &npy("<i8", false, "(1, 1)", &[0; 8]), None), "user_item_nothing"),
-        (zip_one("user_item_max_ids.npy", &npy("<i8", false, "(1, 1, 1)", &[0; 8]), None), "user_item_max_ids"),
-        (zip_one("user_item_max_ids.npy", &npy("<i8", false, "(4294967296, 4294967296)", &[]), None), "user_item_max_ids"),
-        (zip_one("user_item_max_ids.npy", &npy("<i8", false, "(1, 4)", &[0; 8]), Some(u32::MAX)), "user_item_max_ids"),
+        (
+            zip_one("user_item_max_ids.npy", &npy("<f4", false, "(1, 4)", &[0; 16]), None),
+            "user_item_max_ids",
+        ),
+        (
+            zip_one("user_item_nothing.npy", &npy("<i8", false, "(1, 1)", &[0; 8]), None),
+            "user_item_nothing",
+        ),
+        (
+            zip_one("user_item_max_ids.npy", &npy("<i8", false, "(1, 1, 1)", &[0; 8]), None),
+            "user_item_max_ids",
+        ),
+        (
+            zip_one(
+                "user_item_max_ids.npy",
+                &npy("<i8", false, "(4294967296, 4294967296)", &[]),
+                None,
+            ),
+            "user_item_max_ids",
+        ),
+        (
+            zip_one(
+                "user_item_max_ids.npy",
+                &npy("<i8", false, "(1, 4)", &[0; 8]),
+                Some(u32::MAX),
+            ),
+            "user_item_max_ids",
+        ),
         (b"not a zip".to_vec(), "npz"),
     ]
     .iter()
@@ -555,35 +660,79 @@ fn cases(dir: &Path) -> Vec<Case> {
         std::fs::create_dir_all(&d).unwrap();
         file(&d, "fdo_stats_0_0.npz", bytes);
         let d = d.to_string_lossy().into_owned();
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d], 2, says));
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d, "--json"], 2, "fdo_stats_0_0.npz"));
+        v.push(case(
+            &["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d],
+            2,
+            says,
+        ));
+        v.push(case(
+            &[
+                "limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &d, "--json",
+            ],
+            2,
+            "fdo_stats_0_0.npz",
+        ));
     }
     let empty_fdo = dir.join("fdo-empty");
     std::fs::create_dir_all(&empty_fdo).unwrap();
     v.push(case(
-        &["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &empty_fdo.to_string_lossy()],
+        &[
+            "limits",
+            "validate",
+            "--spec",
+            spec,
+            "--chip",
+            "v5p",
+            "--fdo",
+            &empty_fdo.to_string_lossy(),
+        ],
         2,
         "no fdo_stats",
     ));
     // Limits files in TOML, and limits that do not fit (a failed check: exit 1).
     for (i, (text, says)) in [
-        ("[stacks.user_item]\nmax_ids_per_partition = 0\nmax_unique_ids_per_partition = 8\n", "stacks.user_item.max_ids_per_partition"),
-        ("[stacks.user_item]\nmax_ids_per_partition = 4294967296\nmax_unique_ids_per_partition = 8\n", "max_ids_per_partition"),
-        ("[stacks.user_item]\nmax_ids_per_partition = \"x\"\nmax_unique_ids_per_partition = 8\n", "stacks.user_item.max_ids_per_partition"),
-        ("[stacks.user_item]\nmax_ids_per_partition = 8\n", "max_unique_ids_per_partition"),
-        ("[stacks.user_item]\nmax_ids_per_partition = 8\nmax_unique_ids_per_partition = 8\nbogus = 1\n", "bogus"),
+        (
+            "[stacks.user_item]\nmax_ids_per_partition = 0\nmax_unique_ids_per_partition = 8\n",
+            "stacks.user_item.max_ids_per_partition",
+        ),
+        (
+            "[stacks.user_item]\nmax_ids_per_partition = 4294967296\nmax_unique_ids_per_partition = 8\n",
+            "max_ids_per_partition",
+        ),
+        (
+            "[stacks.user_item]\nmax_ids_per_partition = \"x\"\nmax_unique_ids_per_partition = 8\n",
+            "stacks.user_item.max_ids_per_partition",
+        ),
+        (
+            "[stacks.user_item]\nmax_ids_per_partition = 8\n",
+            "max_unique_ids_per_partition",
+        ),
+        (
+            "[stacks.user_item]\nmax_ids_per_partition = 8\nmax_unique_ids_per_partition = 8\nbogus = 1\n",
+            "bogus",
+        ),
         ("stacks = [", "limits"),
     ]
     .iter()
     .enumerate()
     {
         let l = file(dir, &format!("limits{i}.toml"), text.as_bytes());
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &l], 2, says));
-        v.push(case(&["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &l], 2, &format!("limits{i}.toml")));
+        v.push(case(
+            &["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &l],
+            2,
+            says,
+        ));
+        v.push(case(
+            &["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &l],
+            2,
+            &format!("limits{i}.toml"),
+        ));
     }
     let tight = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/limits/example/tight.toml");
     v.push(case(
-        &["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", tight, "--ids", ids],
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", tight, "--ids", ids,
+        ],
         1,
         "",
     ));
@@ -901,6 +1050,20 @@ fn cases(dir: &Path) -> Vec<Case> {
         a.extend(["-o", &out]);
         v.push(case(&a, 2, says));
     }
+    // Stated bounds: refused up front (no ids generated), naming the bound's flag.
+    for (extra, says) in [
+        (vec!["--steps", "4294967295"], "--max-steps"),
+        (vec!["--set", "steps=4294967295"], "--max-steps"),
+        (vec!["--steps", "20", "--max-steps", "10"], "--max-steps"),
+        (vec!["--max-ids", "1000"], "--max-ids"),
+    ] {
+        let mut a = vec![
+            "sweep", "--preset", "dlrm-small", "--chip", "v5p", "--chips", "4", "--batch", "4096",
+        ];
+        a.extend(extra);
+        a.extend(["-o", &out]);
+        v.push(case(&a, 2, says));
+    }
     v.push(case(
         &["sweep", "--merge", "/nonexistent/shards", "-o", &out],
         2,
@@ -924,13 +1087,25 @@ fn cases(dir: &Path) -> Vec<Case> {
         v.push(case(&["hlo", &p, "--chip", "v5e", "--json"], 2, ""));
     }
     // No ROOT: the last instruction is the root, as in XLA's parser (accepted).
-    let m = file(dir, "noroot.hlo", b"HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n}\n");
+    let m = file(
+        dir,
+        "noroot.hlo",
+        b"HloModule m\n\nENTRY e {\n  p = f32[4]{0} parameter(0)\n}\n",
+    );
     v.push(case(&["hlo", &m, "--chip", "v5e"], 0, ""));
     v.push(case(&["hlo", "/nonexistent/m.hlo", "--chip", "v5e"], 2, "nonexistent"));
-    v.push(case(&["hlo", &m, "--chip", "v5e", "--max-bytes", "8"], 2, "--max-bytes"));
+    v.push(case(
+        &["hlo", &m, "--chip", "v5e", "--max-bytes", "8"],
+        2,
+        "--max-bytes",
+    ));
     v.push(case(&["hlo", &m, "--chip", "v9"], 2, "v9"));
     v.push(case(&["hlo", &m, "--chip", "v5e", "--set", "chip.nope=1"], 2, "nope"));
-    v.push(case(&["hlo", &m, "--chip", "v5e", "--trace", "/proc/tpusim-no/t.json"], 2, "/proc/tpusim-no"));
+    v.push(case(
+        &["hlo", &m, "--chip", "v5e", "--trace", "/proc/tpusim-no/t.json"],
+        2,
+        "/proc/tpusim-no",
+    ));
     // Select, explain, demo, usage.
     let sel = file(dir, "sel.json", b"{\"ops\": 3}");
     v.push(case(&["select", &sel, "--chip", "v5p"], 2, ""));

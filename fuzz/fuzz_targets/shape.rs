@@ -11,7 +11,12 @@ fuzz_target!(|data: &[u8]| {
         let _ = shape.padded_bytes();
         if let Shape::Array(a) = &shape {
             if let Ok(g) = a.geometry() {
-                let _ = (g.padded_bytes(), g.data_bytes(), g.unpadded_bytes(), g.padding_overhead());
+                let _ = (
+                    g.padded_bytes(),
+                    g.data_bytes(),
+                    g.unpadded_bytes(),
+                    g.padding_overhead(),
+                );
                 let _ = g.logical_index(g.padded_elements / 2);
                 let idx: Vec<i64> = g.dims.iter().map(|&d| (d / 2) as i64).collect();
                 let _ = g.linear_index(&idx);

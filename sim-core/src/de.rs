@@ -58,7 +58,10 @@ mod tests {
     #[test]
     fn errors_name_the_field_path() {
         let e = super::json::<T>(r#"{"tables": [{"vocab_size": 1}, {"vocab_size": -4}]}"#).unwrap_err();
-        assert!(e.starts_with("tables[1].vocab_size: invalid value: integer `-4`"), "{e}");
+        assert!(
+            e.starts_with("tables[1].vocab_size: invalid value: integer `-4`"),
+            "{e}"
+        );
         let e = super::toml::<T>("[[tables]]\nvocab_size = 1\n[[tables]]\nvocab_size = -4\n").unwrap_err();
         assert!(e.starts_with("tables[1].vocab_size: "), "{e}");
         assert!(super::json::<T>(r#"{"tables": []} x"#).is_err());

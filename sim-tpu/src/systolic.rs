@@ -116,11 +116,10 @@ pub fn parse_config(text: &str) -> Result<ArrayConfig, SystolicError> {
         let (key, v, line) = kv
             .get(&k.to_ascii_lowercase())
             .ok_or_else(|| SystolicError::Config(format!("missing {k}")))?;
-        v.parse::<u64>().ok().filter(|&x| x > 0).ok_or_else(|| {
-            SystolicError::Config(format!(
-                "line {line}: {key} must be a positive integer, got '{v}'"
-            ))
-        })
+        v.parse::<u64>()
+            .ok()
+            .filter(|&x| x > 0)
+            .ok_or_else(|| SystolicError::Config(format!("line {line}: {key} must be a positive integer, got '{v}'")))
     };
     let dataflow = match kv.get("dataflow").map(|s| s.1.to_ascii_lowercase()).as_deref() {
         Some("os") => Dataflow::Os,

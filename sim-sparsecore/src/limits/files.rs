@@ -174,7 +174,8 @@ pub fn read_fdo_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<
                 "array '{name}' is not <stack>_max_ids/_max_unique_ids/_required_buffer_size/_id_drop_counters"
             ));
         };
-        let bytes = crate::preprocess::input::read_zip_member(&mut npz, &member).map_err(|e| format!("array '{name}'{e}"))?;
+        let bytes =
+            crate::preprocess::input::read_zip_member(&mut npz, &member).map_err(|e| format!("array '{name}'{e}"))?;
         let arr = read_npy(&bytes).map_err(|e| format!("array '{name}': {e}"))?;
         let data: Vec<i64> = match arr.data {
             NpyData::I64(v) => v,
@@ -184,7 +185,11 @@ pub fn read_fdo_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<
         let cols = match arr.shape.as_slice() {
             [_] | [] => data.len(),
             [_, c] => usize::try_from(*c).map_err(|_| format!("array '{name}': shape {:?} too wide", arr.shape))?,
-            s => return Err(format!("array '{name}': shape {s:?}, expected 1-D or 2-D [steps, values]")),
+            s => {
+                return Err(format!(
+                    "array '{name}': shape {s:?}, expected 1-D or 2-D [steps, values]"
+                ))
+            }
         };
         let rows: Vec<Vec<i64>> = if cols == 0 {
             vec![]

@@ -124,8 +124,8 @@ pub fn read_zip_member<R: std::io::Read + std::io::Seek>(
 
 /// [`read_npz`] from any seekable reader (an open file, or bytes in a `Cursor`).
 pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<BatchIds, PreprocessError> {
-    let mut npz = zip::ZipArchive::new(reader)
-        .map_err(|e| PreprocessError::Input(format!("not a valid npz file: {e}")))?;
+    let mut npz =
+        zip::ZipArchive::new(reader).map_err(|e| PreprocessError::Input(format!("not a valid npz file: {e}")))?;
     let names: Vec<String> = npz
         .file_names()
         .filter_map(npyz::npz::array_name_from_file_name)

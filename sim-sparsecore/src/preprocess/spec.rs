@@ -147,7 +147,10 @@ impl PreprocessSpec {
             if !names.insert(t.name.as_str()) {
                 return bad(format!("tables[{i}].name: duplicate table name '{}'", t.name));
             }
-            for (field, v) in [("vocabulary_size", t.vocabulary_size), ("embedding_dim", t.embedding_dim)] {
+            for (field, v) in [
+                ("vocabulary_size", t.vocabulary_size),
+                ("embedding_dim", t.embedding_dim),
+            ] {
                 if v == 0 {
                     return bad(format!(
                         "tables[{i}].{field} (table '{}') = 0: must be positive",
