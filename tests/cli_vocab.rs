@@ -388,3 +388,30 @@ fn chip_set_suggests_the_field() {
     assert_eq!(code, 2);
     assert!(err.contains("did you mean 'ici_hop_latency_ns'?"), "{err}");
 }
+
+#[test]
+fn chips_and_reports_speak_units() {
+    let (code, out, err) = tpusim(&["chips", "--chip", "v5p"]);
+    assert_eq!(code, 0, "{err}");
+    let line = |k: &str| {
+        out.lines()
+            .find(|l| l.starts_with(k))
+            .unwrap_or_else(|| panic!("{k}: {out}"))
+    };
+    assert!(line("hbm_bytes ").contains("95.0 GiB"), "{out}");
+    assert!(line("hbm_bytes_per_s ").contains("2.77 TB/s"), "{out}");
+    let d = tmp("report");
+    let (code, _, err) = tpusim(&[
+        "run",
+        "--preset",
+        "dlrm-small",
+        "--steps",
+        "2",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    let md = std::fs::read_to_string(d.join("report.md")).unwrap();
+    assert!(md.contains("| fits | yes |") && md.contains(" M samples/s |"), "{md}");
+    assert!(!raw_bytes(&md.replace('|', " ")), "{md}");
+}

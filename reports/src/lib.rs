@@ -449,26 +449,57 @@ pub struct ReportPaths {
 }
 
 fn markdown(r: &ReportInput) -> String {
+    use sim_core::units::{bytes, duration_us, percent, rate};
     let s = &r.summary;
     let mut md = format!(
         "# {}\n\n{}\n\n![pipeline](gantt.svg)\n\n![utilisation](busy.svg)\n\n![memory](memory.svg)\n\n![HBM traffic](hbm_traffic.svg)\n\n## Summary\n\n| figure | value |\n|---|---|\n",
         r.title, r.bottleneck
     );
-    let _ = writeln!(md, "| step time | {:.1} µs |\n| samples/s | {:.0} |\n| TC/SC overlap | {:.0}% |\n| HBM bytes per step | {} ({:.1}% padding) |\n| minibatches per step | {} |\n| dropped ids per step | {} |\n| fits | {} |",
-        s.step_time_us, s.samples_per_s, s.overlap_fraction * 100.0, s.hbm_bytes_per_step, s.hbm_padding_bytes_per_step as f64 * 100.0 / s.hbm_bytes_per_step.max(1) as f64, s.minibatches_per_step, s.dropped_ids_per_step, s.fits);
-    let b = &s.busy_fraction;
-    let _ = writeln!(md, "\n## Busy fraction\n\n| TC | SC | HBM | ICI | host |\n|---|---|---|---|---|\n| {:.0}% | {:.0}% | {:.0}% | {:.0}% | {:.0}% |", b.tc * 100.0, b.sc * 100.0, b.hbm * 100.0, b.ici * 100.0, b.host * 100.0);
+    let fits = if s.fits && s.fit_reasons.is_empty() {
+        "yes".to_string()
+    } else {
+        format!(
+            "no: {}",
+            sim_core::summary::fit_reasons_text(&s.fit_reasons).replace('|', "/")
+        )
+    };
     let _ = writeln!(
         md,
-        "\n## Memory per space\n\n| space | peak bytes | capacity bytes |\n|---|---|---|"
+        "| step time | {} |\n| samples/s | {} |\n| TC/SC overlap | {} |\n| HBM per step | {} ({} padding) |\n| minibatches per step | {} |\n| dropped ids per step | {} |\n| fits | {fits} |",
+        duration_us(s.step_time_us),
+        rate(s.samples_per_s, "samples/s"),
+        percent(s.overlap_fraction),
+        bytes(s.hbm_bytes_per_step),
+        percent(s.hbm_padding_bytes_per_step as f64 / s.hbm_bytes_per_step.max(1) as f64),
+        s.minibatches_per_step,
+        s.dropped_ids_per_step
+    );
+    let b = &s.busy_fraction;
+    let _ = writeln!(
+        md,
+        "\n## Busy fraction\n\n| TC | SC | HBM | ICI | host |\n|---|---|---|---|---|\n| {} | {} | {} | {} | {} |",
+        percent(b.tc),
+        percent(b.sc),
+        percent(b.hbm),
+        percent(b.ici),
+        percent(b.host)
+    );
+    let _ = writeln!(
+        md,
+        "\n## Memory per space\n\n| space | peak | capacity |\n|---|---|---|"
     );
     for (k, v) in &s.peak_memory_bytes {
-        let _ = writeln!(md, "| {k} | {v} | {} |", s.capacity_bytes.get(k).copied().unwrap_or(0));
+        let _ = writeln!(
+            md,
+            "| {k} | {} | {} |",
+            bytes(*v),
+            bytes(s.capacity_bytes.get(k).copied().unwrap_or(0))
+        );
     }
     if !r.memory_breakdown.is_empty() {
-        let _ = writeln!(md, "\n## HBM per chip by kind\n\n| what | bytes |\n|---|---|");
+        let _ = writeln!(md, "\n## HBM per chip by kind\n\n| what | size |\n|---|---|");
         for (k, v) in &r.memory_breakdown {
-            let _ = writeln!(md, "| {k} | {v} |");
+            let _ = writeln!(md, "| {k} | {} |", bytes(*v));
         }
     }
     let _ = writeln!(md, "\n## Limits\n\n| stack | compiles | run time | max_ids | max_unique | observed ids | observed unique |\n|---|---|---|---|---|---|---|");
@@ -487,13 +518,15 @@ fn markdown(r: &ReportInput) -> String {
     }
     let _ = writeln!(
         md,
-        "\n## Padding per buffer\n\n| buffer | padded bytes | unpadded bytes | overhead |\n|---|---|---|---|"
+        "\n## Padding per buffer\n\n| buffer | padded | unpadded | overhead |\n|---|---|---|---|"
     );
     for (n, p, u) in &r.padding_per_buffer {
         let _ = writeln!(
             md,
-            "| {n} | {p} | {u} | {:.1}% |",
-            (*p as f64 / (*u).max(1) as f64 - 1.0) * 100.0
+            "| {n} | {} | {} | {} |",
+            bytes(*p),
+            bytes(*u),
+            percent(p.saturating_sub(*u) as f64 / (*u).max(1) as f64)
         );
     }
     if !r.knobs.is_empty() {

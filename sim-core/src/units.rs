@@ -45,8 +45,24 @@ pub fn duration_us(us: f64) -> String {
 
 /// A rate with an SI prefix and its unit: `rate(27988187.0, "samples/s")` is `28.0 M samples/s`.
 pub fn rate(x: f64, unit: &str) -> String {
+    let (v, p) = si(x);
+    if p.is_empty() {
+        format!("{} {unit}", sig3(v))
+    } else {
+        format!("{} {p} {unit}", sig3(v))
+    }
+}
+
+/// Bandwidth in decimal units, as datasheets give it: `2765e9` is `2.77 TB/s`.
+pub fn bytes_per_s(x: f64) -> String {
+    let (v, p) = si(x);
+    format!("{} {p}B/s", sig3(v))
+}
+
+/// `x` scaled to [1, 1000) where it can be, with its SI prefix.
+fn si(x: f64) -> (f64, &'static str) {
     let a = x.abs();
-    let (v, p) = if !x.is_finite() || a < 1e3 {
+    if !x.is_finite() || a < 1e3 {
         (x, "")
     } else if a < 1e6 {
         (x / 1e3, "k")
@@ -54,13 +70,10 @@ pub fn rate(x: f64, unit: &str) -> String {
         (x / 1e6, "M")
     } else if a < 1e12 {
         (x / 1e9, "G")
-    } else {
+    } else if a < 1e15 {
         (x / 1e12, "T")
-    };
-    if p.is_empty() {
-        format!("{} {unit}", sig3(v))
     } else {
-        format!("{} {p} {unit}", sig3(v))
+        (x / 1e15, "P")
     }
 }
 
@@ -148,6 +161,9 @@ mod tests {
         assert_eq!(rate(5_477_631.0, "samples/s"), "5.48 M samples/s");
         assert_eq!(rate(950.0, "samples/s"), "950 samples/s");
         assert_eq!(rate(4e7, "samples/s"), "40.0 M samples/s");
+        assert_eq!(rate(459e12, "FLOP/s"), "459 T FLOP/s");
+        assert_eq!(bytes_per_s(2765e9), "2.77 TB/s");
+        assert_eq!(bytes_per_s(90e9), "90.0 GB/s");
         assert_eq!(percent(0.25), "25%");
         assert_eq!(percent(0.02), "2.0%");
         assert_eq!(percent(0.0012), "0.12%");

@@ -17,6 +17,21 @@ pub struct Args {
     pub json: bool,
 }
 
+/// A chip value in units a person reads, by its field's unit suffix (`--json` keeps the raw value).
+fn human(field: &str, v: &serde_json::Value) -> Option<String> {
+    use sim_core::units::{bytes, bytes_per_s, rate};
+    let x = v.as_f64()?;
+    if field.contains("bytes_per_s") {
+        Some(bytes_per_s(x))
+    } else if field.ends_with("_flops") {
+        Some(rate(x, "FLOP/s"))
+    } else if (field.ends_with("_bytes") || field.contains("_bytes_per_")) && x >= 1024.0 {
+        Some(bytes(v.as_u64()?))
+    } else {
+        None
+    }
+}
+
 /// Loads the chip named by `--chip` with the overrides of `--chip-file` (shared by other subcommands).
 pub fn load_chip(chip: Option<&str>, chip_file: Option<&std::path::Path>) -> anyhow::Result<Chip> {
     let file = match chip_file {
@@ -73,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             let v = &c[f];
             let text = match v {
                 serde_json::Value::String(s) => s.clone(),
-                other => other.to_string(),
+                other => human(f, other).unwrap_or_else(|| other.to_string()),
             };
             let mark = if chips[j].sources.get(f).is_some_and(|s| s.starts_with("assumed")) {
                 "*"
