@@ -14,7 +14,6 @@ pub fn lesson_html(grid_json: &str) -> String {
     include_str!("lesson/page.html").replace("/*LESSON_DATA*/", &grid_json.replace("</", "<\\/"))
 }
 
-
 use std::collections::BTreeMap;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};

@@ -79,8 +79,10 @@ pub fn check(trace: &Value) -> Vec<Violation> {
     let mut open: BTreeMap<(i64, i64), Vec<String>> = BTreeMap::new();
     let mut last_thread_ts: BTreeMap<(i64, i64), i64> = BTreeMap::new();
     let mut last_counter_ts: BTreeMap<(i64, String), i64> = BTreeMap::new();
-    let mut flow_starts: BTreeMap<String, Vec<(i64, (i64, i64))>> = BTreeMap::new();
-    let mut flow_ends: BTreeMap<String, Vec<(i64, (i64, i64))>> = BTreeMap::new();
+    // Per flow id: (ts in ns, (pid, tid)) of its starts and of its ends.
+    type FlowEnds = BTreeMap<String, Vec<(i64, (i64, i64))>>;
+    let mut flow_starts = FlowEnds::new();
+    let mut flow_ends = FlowEnds::new();
     for (i, e) in events.iter().enumerate() {
         let Some(ph) = e["ph"].as_str() else {
             bad.push(format!("event {i}: no ph"));

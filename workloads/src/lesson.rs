@@ -74,9 +74,15 @@ pub fn run_point(p: &LessonPoint) -> Result<LessonRun, WorkloadError> {
     let mut e = Engine::new();
     // 1 GHz: one cycle is one nanosecond.
     let clock = Clock::from_mhz(1000);
-    let host = e.add_unit("host", "preprocess", clock, QueuePolicy::Fifo).map_err(err)?;
-    let sc = e.add_unit("chip", "SparseCore", clock, QueuePolicy::Fifo).map_err(err)?;
-    let tc = e.add_unit("chip", "TensorCore", clock, QueuePolicy::Fifo).map_err(err)?;
+    let host = e
+        .add_unit("host", "preprocess", clock, QueuePolicy::Fifo)
+        .map_err(err)?;
+    let sc = e
+        .add_unit("chip", "SparseCore", clock, QueuePolicy::Fifo)
+        .map_err(err)?;
+    let tc = e
+        .add_unit("chip", "TensorCore", clock, QueuePolicy::Fifo)
+        .map_err(err)?;
     let ns = |us: u64| us.saturating_mul(1000).max(1);
     let (sc_f, sc_b) = (ns(p.sc_us) / 2, ns(p.sc_us) - ns(p.sc_us) / 2);
     let (tc_f, tc_b) = (ns(p.tc_us) / 3, ns(p.tc_us) - ns(p.tc_us) / 3);
@@ -109,7 +115,12 @@ pub fn run_point(p: &LessonPoint) -> Result<LessonRun, WorkloadError> {
         gates.push(gate);
     }
     let run = e.run().map_err(err)?;
-    let t = |x: TaskId| (run.start(x).unwrap_or_default().0 / 1000, run.end(x).unwrap_or_default().0 / 1000);
+    let t = |x: TaskId| {
+        (
+            run.start(x).unwrap_or_default().0 / 1000,
+            run.end(x).unwrap_or_default().0 / 1000,
+        )
+    };
     let stages = [
         LessonStage::Host,
         LessonStage::ScForward,
@@ -141,7 +152,11 @@ pub fn run_point(p: &LessonPoint) -> Result<LessonRun, WorkloadError> {
             })
             .sum()
     };
-    let units = [("host", busy(&[0])), ("SparseCore", busy(&[1, 4])), ("TensorCore", busy(&[2, 3]))];
+    let units = [
+        ("host", busy(&[0])),
+        ("SparseCore", busy(&[1, 4])),
+        ("TensorCore", busy(&[2, 3])),
+    ];
     let bottleneck = units
         .iter()
         .max_by_key(|(name, b)| (*b, std::cmp::Reverse(*name)))
