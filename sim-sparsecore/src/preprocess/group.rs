@@ -325,7 +325,7 @@ fn count_sc(
     let mask = num_scs - 1;
     let buckets_on = buckets > 1;
     let cells = num_scs as usize * buckets;
-    let mut g = ScGroups {
+    let g = ScGroups {
         coos: Vec::new(),
         bucket_offsets: vec![0; buckets + 1],
         ids: vec![0; cells],
@@ -334,9 +334,48 @@ fn count_sc(
         needs_sort: false,
     };
     let mut seen = ColumnSet::new(stack.stack_vocab_size, total, buckets_on);
-    // Within-sample dedup: rows of up to ROW_TABLE / 2 ids go through a small open-addressing table
-    // whose slots are stamped with the row's generation (stale slots are empty), longer rows are
-    // sorted.
+    let rows = SlicedRows { stack, features, d, s, ldev, nsc };
+    // The column set's kind is fixed per SparseCore: one monomorphised loop each.
+    match (&mut seen, buckets_on) {
+        (ColumnSet::Bits { words, columns, .. }, false) => {
+            let columns = *columns;
+            count_rows(&rows, g, mask, buckets, drop_limits, |col| {
+                if col as u64 >= columns {
+                    return None;
+                }
+                let w = &mut words[col as usize / 64];
+                let bit = 1u64 << (col % 64);
+                let new = *w & bit == 0;
+                *w |= bit;
+                Some((new, 0))
+            })
+        }
+        (set, _) => count_rows(&rows, g, mask, buckets, drop_limits, |col| set.insert(col, buckets_on)),
+    }
+}
+
+/// The rows of one source SparseCore: its slice of every feature of the stack.
+struct SlicedRows<'a> {
+    stack: &'a Stack,
+    features: &'a [&'a FeatureIds],
+    d: u64,
+    s: u64,
+    ldev: u64,
+    nsc: u64,
+}
+
+/// `count_sc`'s pass over the rows, with `insert` the column set's (first sighting, bucket).
+fn count_rows(
+    rows: &SlicedRows,
+    mut g: ScGroups,
+    mask: u32,
+    buckets: usize,
+    drop_limits: Option<(u32, u32)>,
+    mut insert: impl FnMut(u32) -> Option<(bool, u32)>,
+) -> ScGroups {
+    let SlicedRows { stack, features, d, s, ldev, nsc } = *rows;
+    let buckets_on = buckets > 1;
+    let cells = g.ids.len();
     const ROW_TABLE: usize = 128;
     let mut row_table = [0u64; ROW_TABLE];
     // With dropping: each slot's pair index in `pairs`, and every (column, raw ids) pair in order.
@@ -346,7 +385,7 @@ fn count_sc(
     let mut generation = 0u32;
     let mut long_row: Vec<u32> = Vec::new();
     let mut count = |col: u32, g: &mut ScGroups| -> bool {
-        let Some((new, bucket)) = seen.insert(col, buckets_on) else {
+        let Some((new, bucket)) = insert(col) else {
             return false;
         };
         let cell = (col & mask) as usize * buckets + bucket as usize;
