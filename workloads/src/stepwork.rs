@@ -73,7 +73,8 @@ pub struct StepWork {
 pub fn hottest_id(w: &Workload, batch: &BatchIds) -> Option<(String, i32, u64)> {
     let mut best: Option<(String, i32, u64)> = None;
     for t in &w.tables {
-        let mut counts: std::collections::HashMap<i32, u64> = std::collections::HashMap::new();
+        // Every sample's distinct ids, then sorted: runs are the samples per id.
+        let mut all: Vec<i32> = Vec::new();
         let mut sample: Vec<i32> = Vec::new();
         for f in w.features.iter().filter(|f| f.table == t.name) {
             let Some(ids) = batch.get(&f.name) else { continue };
@@ -82,13 +83,18 @@ pub fn hottest_id(w: &Workload, batch: &BatchIds) -> Option<(String, i32, u64)> 
                 sample.extend_from_slice(&ids.values[ids.row_splits[r]..ids.row_splits[r + 1]]);
                 sample.sort_unstable();
                 sample.dedup();
-                for &v in &sample {
-                    *counts.entry(v).or_default() += 1;
-                }
+                all.extend_from_slice(&sample);
             }
         }
-        // Ties: the smallest id, for determinism.
-        if let Some((&id, &n)) = counts.iter().max_by_key(|(&id, &n)| (n, std::cmp::Reverse(id))) {
+        all.sort_unstable();
+        // Ties: the smallest id, for determinism (runs come in id order; only a larger count wins).
+        let mut top: Option<(i32, u64)> = None;
+        for run in all.chunk_by(|a, b| a == b) {
+            if top.is_none_or(|(_, n)| run.len() as u64 > n) {
+                top = Some((run[0], run.len() as u64));
+            }
+        }
+        if let Some((id, n)) = top {
             if best.as_ref().is_none_or(|b| n > b.2) {
                 best = Some((t.name.clone(), id, n));
             }

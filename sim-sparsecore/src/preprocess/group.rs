@@ -224,43 +224,41 @@ pub(super) fn group_stack(
     Ok(out)
 }
 
-/// Columns one SparseCore has seen (and, with buckets, each one's minibatching bucket): a bitset over
-/// the stack's columns when it is small against the ids, else an open-addressing hash set sized to
-/// the ids. Membership is all the statistics need: a column's first sighting is a unique id.
+/// Columns one SparseCore has seen: a bitset over the stack's columns when it is small against the
+/// ids, else an open-addressing hash set sized to the ids. Membership is all the statistics need: a
+/// column's first sighting is a unique id. (Buckets come from `bucket_of`'s process-wide memo.)
 enum ColumnSet {
-    /// Bit `col` set once seen; `buckets[col]` its bucket (bucket mode only).
-    Bits { words: Vec<u64>, buckets: Vec<u8>, columns: u64 },
-    /// Slots hold column + 1 (0: empty); `buckets[slot]` its bucket (bucket mode only).
-    Hash { slots: Vec<u32>, buckets: Vec<u8>, shift: u32 },
+    /// Bit `col` set once seen; `columns` the bitset's extent.
+    Bits { words: Vec<u64>, columns: u64 },
+    /// Slots hold column + 1 (0: empty); `shift` keeps a hash's top bits.
+    Hash { slots: Vec<u32>, shift: u32 },
 }
 
-/// Bitsets are used up to this many columns (8 MiB of bits, plus a byte per column with buckets).
+/// Bitsets are used up to this many columns (8 MiB of bits).
 const MAX_BITSET_COLUMNS: u64 = 1 << 26;
 
 impl ColumnSet {
-    fn new(columns: u64, ids: usize, buckets_on: bool) -> ColumnSet {
+    fn new(columns: u64, ids: usize) -> ColumnSet {
         // A bitset costs columns / 8 bytes to clear, a hash set ~8 bytes per id: take the smaller.
         if columns <= MAX_BITSET_COLUMNS && columns / 8 <= (ids as u64 * 8).max(1 << 16) {
             ColumnSet::Bits {
                 words: vec![0; (columns as usize).div_ceil(64)],
-                buckets: if buckets_on { vec![0; columns as usize] } else { Vec::new() },
                 columns,
             }
         } else {
             let bits = (ids.max(8) * 2).next_power_of_two().trailing_zeros();
             ColumnSet::Hash {
                 slots: vec![0; 1 << bits],
-                buckets: if buckets_on { vec![0; 1 << bits] } else { Vec::new() },
                 shift: 32 - bits,
             }
         }
     }
 
-    /// Records `col`: Some((first sighting, bucket)), or None if the set cannot hold it.
+    /// Records `col`: Some(first sighting), or None if the set cannot hold it.
     #[inline]
-    fn insert(&mut self, col: u32, buckets_on: bool) -> Option<(bool, u32)> {
+    fn insert(&mut self, col: u32) -> Option<bool> {
         match self {
-            ColumnSet::Bits { words, buckets, columns } => {
+            ColumnSet::Bits { words, columns } => {
                 if col as u64 >= *columns {
                     return None;
                 }
@@ -268,33 +266,20 @@ impl ColumnSet {
                 let bit = 1u64 << (col % 64);
                 let new = *w & bit == 0;
                 *w |= bit;
-                if !buckets_on {
-                    return Some((new, 0));
-                }
-                if new {
-                    buckets[col as usize] = bucket_of(col) as u8;
-                }
-                Some((new, buckets[col as usize] as u32))
+                Some(new)
             }
-            ColumnSet::Hash { slots, buckets, shift } => {
+            ColumnSet::Hash { slots, shift } => {
                 let key = col.checked_add(1)?;
                 let mask = slots.len() - 1;
                 let mut i = (key.wrapping_mul(0x9E37_79B1) >> *shift) as usize;
                 loop {
                     let slot = slots[i];
                     if slot == key {
-                        return Some((false, if buckets_on { buckets[i] as u32 } else { 0 }));
+                        return Some(false);
                     }
                     if slot == 0 {
                         slots[i] = key;
-                        let b = if buckets_on {
-                            let b = bucket_of(col);
-                            buckets[i] = b as u8;
-                            b
-                        } else {
-                            0
-                        };
-                        return Some((true, b));
+                        return Some(true);
                     }
                     i = (i + 1) & mask;
                 }
@@ -325,7 +310,7 @@ fn count_sc(
     let mask = num_scs - 1;
     let buckets_on = buckets > 1;
     let cells = num_scs as usize * buckets;
-    let mut g = ScGroups {
+    let g = ScGroups {
         coos: Vec::new(),
         bucket_offsets: vec![0; buckets + 1],
         ids: vec![0; cells],
@@ -333,10 +318,52 @@ fn count_sc(
         dropped: 0,
         needs_sort: false,
     };
-    let mut seen = ColumnSet::new(stack.stack_vocab_size, total, buckets_on);
-    // Within-sample dedup: rows of up to ROW_TABLE / 2 ids go through a small open-addressing table
-    // whose slots are stamped with the row's generation (stale slots are empty), longer rows are
-    // sorted.
+    let mut seen = ColumnSet::new(stack.stack_vocab_size, total);
+    let rows = SlicedRows { stack, features, d, s, ldev, nsc };
+    // The column set's kind and the bucket mode are fixed per SparseCore: one monomorphised loop each.
+    match (&mut seen, buckets_on) {
+        (ColumnSet::Bits { words, columns }, false) => {
+            let columns = *columns;
+            count_rows(&rows, g, mask, buckets, drop_limits, |col| {
+                if col as u64 >= columns {
+                    return None;
+                }
+                let w = &mut words[col as usize / 64];
+                let bit = 1u64 << (col % 64);
+                let new = *w & bit == 0;
+                *w |= bit;
+                Some((new, 0))
+            })
+        }
+        (set, false) => count_rows(&rows, g, mask, buckets, drop_limits, |col| set.insert(col).map(|n| (n, 0))),
+        (set, true) => count_rows(&rows, g, mask, buckets, drop_limits, |col| {
+            set.insert(col).map(|n| (n, bucket_of(col)))
+        }),
+    }
+}
+
+/// The rows of one source SparseCore: its slice of every feature of the stack.
+struct SlicedRows<'a> {
+    stack: &'a Stack,
+    features: &'a [&'a FeatureIds],
+    d: u64,
+    s: u64,
+    ldev: u64,
+    nsc: u64,
+}
+
+/// `count_sc`'s pass over the rows, with `insert` the column set's (first sighting, bucket).
+fn count_rows(
+    rows: &SlicedRows,
+    mut g: ScGroups,
+    mask: u32,
+    buckets: usize,
+    drop_limits: Option<(u32, u32)>,
+    mut insert: impl FnMut(u32) -> Option<(bool, u32)>,
+) -> ScGroups {
+    let SlicedRows { stack, features, d, s, ldev, nsc } = *rows;
+    let buckets_on = buckets > 1;
+    let cells = g.ids.len();
     const ROW_TABLE: usize = 128;
     let mut row_table = [0u64; ROW_TABLE];
     // With dropping: each slot's pair index in `pairs`, and every (column, raw ids) pair in order.
@@ -346,7 +373,7 @@ fn count_sc(
     let mut generation = 0u32;
     let mut long_row: Vec<u32> = Vec::new();
     let mut count = |col: u32, g: &mut ScGroups| -> bool {
-        let Some((new, bucket)) = seen.insert(col, buckets_on) else {
+        let Some((new, bucket)) = insert(col) else {
             return false;
         };
         let cell = (col & mask) as usize * buckets + bucket as usize;
