@@ -739,7 +739,7 @@ mod tests {
         };
         let p = write_report(&dir, &input).unwrap();
         let html = std::fs::read_to_string(&p.html).unwrap();
-        assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700.0%"));
+        assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700%"));
         assert!(!html.contains("![utilisation]"));
         let md = std::fs::read_to_string(&p.markdown).unwrap();
         assert!(

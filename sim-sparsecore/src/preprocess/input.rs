@@ -161,7 +161,7 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
             Ok(0) => {}
             Ok(_) => {
                 return Err(PreprocessError::Input(format!(
-                    "array '{key}': the zip member holds more than its declared {declared} bytes"
+                    "array '{key}': the zip member has bytes past the end of the array (declared size {declared})"
                 )))
             }
             Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),

@@ -93,7 +93,16 @@ fn header(bytes: &[u8]) -> Result<Header, String> {
 
 /// Reads one array; `bytes` is the whole `.npy` member.
 pub fn read_npy(bytes: &[u8]) -> Result<NpyArray, String> {
-    read_npy_from(&mut &bytes[..], bytes.len() as u64)
+    let mut rest = bytes;
+    let a = read_npy_from(&mut rest, bytes.len() as u64)?;
+    if !rest.is_empty() {
+        return Err(format!(
+            "{} bytes past the end of the array (shape {:?}): the data is longer than the header declares",
+            rest.len(),
+            a.shape
+        ));
+    }
+    Ok(a)
 }
 
 /// Elements read straight into a typed vector: one copy from the reader, none after (the bytes of
@@ -125,6 +134,12 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
     let mut head = vec![0u8; 10.min(size as usize)];
     r.read_exact(&mut head).map_err(|_| "not an NPY array (no \\x93NUMPY magic)".to_string())?;
     if head.len() == 10 && head[..6] == *b"\x93NUMPY" {
+        if !matches!(head[6], 1..=3) {
+            return Err(format!(
+                "NPY format version {}.{} is not supported (1.0, 2.0 or 3.0)",
+                head[6], head[7]
+            ));
+        }
         let len_bytes = if matches!(head[6], 2 | 3) { 4 } else { 2 };
         if len_bytes == 4 {
             let mut more = [0u8; 2];
@@ -170,8 +185,10 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
     let need = count
         .checked_mul(item as u64)
         .ok_or_else(|| format!("shape {:?} has more bytes than can be addressed", h.shape))?;
+    // `size` bounds the member (exact unless a deflated member's declared size is larger than what it
+    // inflates to); bytes past the array are the caller's to refuse.
     let have = size - h.data_offset as u64;
-    if need != have {
+    if need > have {
         return Err(format!(
             "shape {:?} of {} needs {need} data bytes, the array holds {have}",
             h.shape, h.descr
