@@ -263,7 +263,7 @@ pub fn parse_fdo_csv(text: &str) -> Result<FdoStats, String> {
             .split_whitespace()
             .map(|v| {
                 v.parse()
-                    .map_err(|_| format!("line {}: '{v}' is not a 64-bit integer", i + 2))
+                    .map_err(|_| format!("line {}: '{v}' is not an integer (int64)", i + 2))
             })
             .collect::<Result<_, _>>()?;
         field(stats.entry(stack.to_string()).or_default(), suffix).push(row);
