@@ -524,10 +524,10 @@ mod tests {
         };
         let p = write_report(&dir, &input).unwrap();
         let html = std::fs::read_to_string(&p.html).unwrap();
-        assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700.0%"));
+        assert!(html.contains("<svg") && html.contains("O: doc") && html.contains("700%"));
         let md = std::fs::read_to_string(&p.markdown).unwrap();
         assert!(
-            md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 |")
+            md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 B |")
         );
         let first = std::fs::read(&p.markdown).unwrap();
         write_report(&dir, &input).unwrap();
