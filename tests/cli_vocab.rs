@@ -219,7 +219,8 @@ fn sweep_json_and_fit_reasons_per_configuration() {
         "--output",
         d.to_str().unwrap(),
     ]);
-    assert_eq!(code, 0, "{err}");
+    // No configuration fits: exit 1, as `run` on a misfit.
+    assert_eq!(code, 1, "{err}");
     assert!(
         out.contains("none") && out.contains("smallest batch: run-time limits"),
         "{out}"

@@ -743,7 +743,7 @@ mod tests {
         assert!(!html.contains("![utilisation]"));
         let md = std::fs::read_to_string(&p.markdown).unwrap();
         assert!(
-            md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 |")
+            md.contains("| k | on | faster |") && md.contains("- stack s (1 table)") && md.contains("| heap | 7 B |")
         );
         // Every figure as SVG and PNG (the PNG's IHDR: width and height at bytes 16..24).
         for f in ["gantt", "busy", "memory", "hbm_traffic"] {

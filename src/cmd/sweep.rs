@@ -145,9 +145,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             p.error.as_deref().unwrap_or("")
         );
     }
-    Ok(if failed.is_empty() {
+    // No configuration fits: the sweep's check failed (as `run` exits 1 on a misfit).
+    let none_fits = !points.is_empty() && points.iter().all(|p| !p.fits);
+    if none_fits && failed.len() < points.len() && !args.json {
+        eprintln!("no configuration of the sweep fits (fit_reasons in sweep.csv and sweep.json)");
+    }
+    Ok(if failed.is_empty() && !none_fits {
         0
-    } else if failed.len() == points.len() {
+    } else if !failed.is_empty() && failed.len() == points.len() {
         2
     } else {
         1
