@@ -4,8 +4,8 @@
 use std::io::Read;
 
 use serde_json::Value;
-use sim_sparsecore::preprocess::{preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec,
-    StackOutput,
+use sim_sparsecore::preprocess::{
+    preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec, StackOutput,
 };
 
 fn ids_of(v: &Value) -> BatchIds {

@@ -198,10 +198,7 @@ fn expand_npz_paths(paths: &[PathBuf]) -> anyhow::Result<Vec<PathBuf>> {
 /// `f` over `files` on the thread pool, results in file order; at most one batch per thread is in
 /// flight (files go in groups of the pool's size), so memory stays bounded by the threads, not
 /// by the number of files.
-fn in_parallel<T: Send>(
-    files: &[PathBuf],
-    f: impl Fn(&PathBuf) -> anyhow::Result<T> + Sync,
-) -> Vec<anyhow::Result<T>> {
+fn in_parallel<T: Send>(files: &[PathBuf], f: impl Fn(&PathBuf) -> anyhow::Result<T> + Sync) -> Vec<anyhow::Result<T>> {
     use rayon::prelude::*;
     let group = rayon::current_num_threads().max(1);
     let mut out = Vec::with_capacity(files.len());
