@@ -4,8 +4,8 @@
 use std::io::Read;
 
 use serde_json::Value;
-use sim_sparsecore::preprocess::{preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec,
-    StackOutput,
+use sim_sparsecore::preprocess::{
+    preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec, StackOutput,
 };
 
 fn ids_of(v: &Value) -> BatchIds {
@@ -64,6 +64,13 @@ fn golden_cases_from_jax_tpu_embedding() {
         let ctx = format!("case {line_no}: {}", case["spec"]);
         // Statistics by counting (stats-only) equal the full CSR path's, aborts included.
         let stats = preprocess(&spec, &ids, Options { stats_only: true });
+        // Whatever the thread count, the same output (stacks and SparseCores run in parallel).
+        let one_thread = rayon::ThreadPoolBuilder::new().num_threads(1).build().unwrap();
+        for opts in [Options { stats_only: true }, Options::default()] {
+            let a = one_thread.install(|| preprocess(&spec, &ids, opts));
+            let b = preprocess(&spec, &ids, opts);
+            assert_eq!(format!("{a:?}"), format!("{b:?}"), "{ctx}: 1 thread vs the pool");
+        }
         match (&got, &stats) {
             (Ok(full), Ok(counted)) => {
                 for ((n1, a), (n2, b)) in full.stacks.iter().zip(&counted.stacks) {

@@ -319,7 +319,14 @@ fn count_sc(
         needs_sort: false,
     };
     let mut seen = ColumnSet::new(stack.stack_vocab_size, total);
-    let rows = SlicedRows { stack, features, d, s, ldev, nsc };
+    let rows = SlicedRows {
+        stack,
+        features,
+        d,
+        s,
+        ldev,
+        nsc,
+    };
     // The column set's kind and the bucket mode are fixed per SparseCore: one monomorphised loop each.
     match (&mut seen, buckets_on) {
         (ColumnSet::Bits { words, columns }, false) => {
@@ -335,7 +342,9 @@ fn count_sc(
                 Some((new, 0))
             })
         }
-        (set, false) => count_rows(&rows, g, mask, buckets, drop_limits, |col| set.insert(col).map(|n| (n, 0))),
+        (set, false) => count_rows(&rows, g, mask, buckets, drop_limits, |col| {
+            set.insert(col).map(|n| (n, 0))
+        }),
         (set, true) => count_rows(&rows, g, mask, buckets, drop_limits, |col| {
             set.insert(col).map(|n| (n, bucket_of(col)))
         }),
@@ -361,7 +370,14 @@ fn count_rows(
     drop_limits: Option<(u32, u32)>,
     mut insert: impl FnMut(u32) -> Option<(bool, u32)>,
 ) -> ScGroups {
-    let SlicedRows { stack, features, d, s, ldev, nsc } = *rows;
+    let SlicedRows {
+        stack,
+        features,
+        d,
+        s,
+        ldev,
+        nsc,
+    } = *rows;
     let buckets_on = buckets > 1;
     let cells = g.ids.len();
     const ROW_TABLE: usize = 128;
@@ -487,7 +503,11 @@ fn count_rows(
 /// and the counted statistics are exactly the sorted path's. Each SparseCore's partitions start
 /// 8-aligned; with minibatches, splitting a partition's ids over buckets only adds padding, so the
 /// sum over buckets of each bucket rounded up to 8 bounds what the minibatches use.
-pub(super) fn counts_fit_buffer(spec: &PreprocessSpec, stack: &Stack, g: &StackGroups) -> Result<bool, PreprocessError> {
+pub(super) fn counts_fit_buffer(
+    spec: &PreprocessSpec,
+    stack: &Stack,
+    g: &StackGroups,
+) -> Result<bool, PreprocessError> {
     let buffer = coo_buffer_size(spec, stack)?;
     let nsc = spec.num_sc_per_device as u64;
     let per_sc = buffer / nsc;

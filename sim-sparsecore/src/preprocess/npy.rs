@@ -115,8 +115,7 @@ fn read_typed<T: Copy + Default, R: std::io::Read>(
     let mut v = vec![T::default(); count];
     // SAFETY: T is i32, i64 or f32 (every bit pattern is a value, no padding); the byte view covers
     // exactly the vector's initialised elements and is dropped before `v` is used again.
-    let bytes =
-        unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, count * std::mem::size_of::<T>()) };
+    let bytes = unsafe { std::slice::from_raw_parts_mut(v.as_mut_ptr() as *mut u8, count * std::mem::size_of::<T>()) };
     r.read_exact(bytes)?;
     if cfg!(target_endian = "big") {
         for x in &mut v {
@@ -132,7 +131,8 @@ fn read_typed<T: Copy + Default, R: std::io::Read>(
 pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray, String> {
     let io = |e: std::io::Error| format!("reading the array: {e}");
     let mut head = vec![0u8; 10.min(size as usize)];
-    r.read_exact(&mut head).map_err(|_| "not an NPY array (no \\x93NUMPY magic)".to_string())?;
+    r.read_exact(&mut head)
+        .map_err(|_| "not an NPY array (no \\x93NUMPY magic)".to_string())?;
     if head.len() == 10 && head[..6] == *b"\x93NUMPY" {
         if !matches!(head[6], 1..=3) {
             return Err(format!(
@@ -143,7 +143,8 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
         let len_bytes = if matches!(head[6], 2 | 3) { 4 } else { 2 };
         if len_bytes == 4 {
             let mut more = [0u8; 2];
-            r.read_exact(&mut more).map_err(|_| "truncated NPY header".to_string())?;
+            r.read_exact(&mut more)
+                .map_err(|_| "truncated NPY header".to_string())?;
             head.extend_from_slice(&more);
         }
         let start = head.len();
@@ -159,7 +160,8 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
             return Err(format!("NPY header of {len} bytes (at most 1 MiB)"));
         }
         head.resize(start + len as usize, 0);
-        r.read_exact(&mut head[start..]).map_err(|_| "truncated NPY header".to_string())?;
+        r.read_exact(&mut head[start..])
+            .map_err(|_| "truncated NPY header".to_string())?;
     }
     let h = header(&head)?;
     let (item, kind) = match h.descr.as_str() {
