@@ -396,7 +396,7 @@ mod tests {
         assert!(read_fdo_csv(&bad)
             .unwrap_err()
             .to_string()
-            .contains("line 2: 'x' is not a 64-bit integer"));
+            .contains("line 2: 'x' is not an integer (int64)"));
     }
 
     #[test]
