@@ -93,3 +93,24 @@ proptest! {
         }
     }
 }
+
+/// Regression (cargo-fuzz `op_spec`): a large MLP layer overflowed the HBM time split between its input
+/// and output DMAs (hbm cycles x input bytes in 64 bits): a panic in debug builds, nonsense in release.
+/// Input bytes (B x Din x 2 + Din x Dout x 2) are about twice the output bytes (B x Dout x 2), so the
+/// input DMA must be busy at least as long as the output DMA.
+#[test]
+fn large_kernels_split_hbm_time_without_overflow() {
+    let s = spec(r#"{"op": "mlp_layer", "params": {"B": 40291896, "Din": 4096, "Dout": 2048, "dtype": "bfloat16"}}"#.into());
+    for c in 0..CHIP_NAMES.len() {
+        let r = cost(&s, &chip(c)).unwrap();
+        let busy = |stage: &str| {
+            r.phases()
+                .iter()
+                .find(|p| p.name.ends_with(stage))
+                .map(|p| p.busy_cycles)
+                .unwrap()
+        };
+        assert!(busy("/dma_in") >= busy("/dma_out"), "{} < {}", busy("/dma_in"), busy("/dma_out"));
+        assert!(busy("/dma_out") > 0);
+    }
+}

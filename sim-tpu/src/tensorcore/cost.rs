@@ -206,7 +206,12 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
         busy_cycles: busy.min(body_c),
         bytes,
     };
-    let in_share = (hbm_busy * k.in_bytes).checked_div(total_bytes).unwrap_or(0);
+    // hbm_busy x in_bytes overflows 64 bits for large kernels (found by fuzzing): in 128 bits, and the
+    // share is at most hbm_busy since in_bytes <= total_bytes.
+    let in_share = ((hbm_busy as u128 * k.in_bytes as u128)
+        .checked_div(total_bytes as u128)
+        .unwrap_or(0))
+    .min(hbm_busy as u128) as u64;
     let phases = vec![
         Phase {
             name: format!("{}/launch", k.name),
