@@ -24,7 +24,13 @@ enum What {
         steps: u32,
         /// Where to write the picture: the SVG, and the PNG beside it with the same basename (a path
         /// ending in .png names the same pair). `--svg` is an alias.
-        #[arg(short = 'o', long = "out", alias = "svg", value_name = "FILE", required_unless_present = "html")]
+        #[arg(
+            short = 'o',
+            long = "out",
+            alias = "svg",
+            value_name = "FILE",
+            required_unless_present = "html"
+        )]
         svg: Option<PathBuf>,
         /// Write the interactive lesson into this directory (DIR/index.html, self-contained: sliders
         /// for TensorCore, SparseCore and host time, steps in flight and the schedule; every

@@ -9,7 +9,8 @@ use serde_json::json;
 use sim_sparsecore::limits::files::write_fdo_npz;
 use sim_sparsecore::limits::{compile_check, CompileCase};
 use tpusim_api::limits::{
-    check_case, chip_params, estimate_json, estimate_with_progress, expand_sources, validate_with, IdsSource, LimitsSource, SuggestOptions,
+    check_case, chip_params, estimate_json, estimate_with_progress, expand_sources, validate_with, IdsSource,
+    LimitsSource, SuggestOptions,
 };
 
 use super::preprocess::read_spec;
@@ -191,8 +192,6 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
         0
     })
 }
-
-
 
 fn estimate_cmd(
     spec_path: &std::path::Path,
