@@ -1058,7 +1058,15 @@ fn cases(dir: &Path) -> Vec<Case> {
         (vec!["--max-ids", "1000"], "--max-ids"),
     ] {
         let mut a = vec![
-            "sweep", "--preset", "dlrm-small", "--chip", "v5p", "--chips", "4", "--batch", "4096",
+            "sweep",
+            "--preset",
+            "dlrm-small",
+            "--chip",
+            "v5p",
+            "--chips",
+            "4",
+            "--batch",
+            "4096",
         ];
         a.extend(extra);
         a.extend(["-o", &out]);

@@ -100,7 +100,9 @@ proptest! {
 /// input DMA must be busy at least as long as the output DMA.
 #[test]
 fn large_kernels_split_hbm_time_without_overflow() {
-    let s = spec(r#"{"op": "mlp_layer", "params": {"B": 40291896, "Din": 4096, "Dout": 2048, "dtype": "bfloat16"}}"#.into());
+    let s = spec(
+        r#"{"op": "mlp_layer", "params": {"B": 40291896, "Din": 4096, "Dout": 2048, "dtype": "bfloat16"}}"#.into(),
+    );
     for c in 0..CHIP_NAMES.len() {
         let r = cost(&s, &chip(c)).unwrap();
         let busy = |stage: &str| {
@@ -110,7 +112,12 @@ fn large_kernels_split_hbm_time_without_overflow() {
                 .map(|p| p.busy_cycles)
                 .unwrap()
         };
-        assert!(busy("/dma_in") >= busy("/dma_out"), "{} < {}", busy("/dma_in"), busy("/dma_out"));
+        assert!(
+            busy("/dma_in") >= busy("/dma_out"),
+            "{} < {}",
+            busy("/dma_in"),
+            busy("/dma_out")
+        );
         assert!(busy("/dma_out") > 0);
     }
 }
