@@ -292,6 +292,17 @@ fn readme_whole_step_and_sensitivity() {
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v["assumptions"].as_array().unwrap().len() >= 5);
     assert_eq!(v["dominant"][0], "tc_kernel_launch_ns");
+    // The headline's one-at-a-time range is the lowest and highest step time of the table's rows.
+    let rows = v["assumptions"].as_array().unwrap();
+    let times = rows.iter().flat_map(|a| {
+        [
+            a["halved_step_time_us"].as_f64().unwrap(),
+            a["doubled_step_time_us"].as_f64().unwrap(),
+        ]
+    });
+    let (lo, hi) = times.fold((f64::MAX, f64::MIN), |(l, h), t| (l.min(t), h.max(t)));
+    let expected = format!("{lo:.1} µs to {hi:.1} µs with one assumed constant halved or doubled at a time");
+    assert!(first.contains(&expected), "{first} lacks {expected}");
     // A chip override through --set reaches the run.
     let (_, slow, _) = tpusim(&[
         "run",

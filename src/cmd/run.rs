@@ -235,12 +235,19 @@ fn memory_label(space: &str) -> &str {
 
 /// Prints the step-time range per assumption.
 pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) {
+    let one = s
+        .assumptions
+        .iter()
+        .flat_map(|a| [a.halved_step_time_us, a.doubled_step_time_us]);
+    let (lo, hi) = one.fold((s.step_time_us, s.step_time_us), |(l, h), t| (l.min(t), h.max(t)));
     println!(
-        "{} on {} x {}: step time {}; {} to {} with every assumed constant halved or doubled",
+        "{} on {} x {}: step time {}; {} to {} with one assumed constant halved or doubled at a time, {} to {} with all halved or all doubled together",
         w.name,
         w.chips,
         w.chip,
         sim_core::units::duration_us(s.step_time_us),
+        sim_core::units::duration_us(lo),
+        sim_core::units::duration_us(hi),
         sim_core::units::duration_us(s.range_us[0]),
         sim_core::units::duration_us(s.range_us[1])
     );
