@@ -349,8 +349,8 @@ pub fn memory_figure(s: &RunSummary) -> Bars {
                 let colour = if *v > cap { PALETTE[3] } else { PALETTE[0] };
                 let label = format!(
                     "{} of {} ({})",
-                    plot::bytes(*v as f64),
-                    plot::bytes(cap as f64),
+                    sim_core::units::bytes(*v),
+                    sim_core::units::bytes(cap),
                     percent(pct)
                 );
                 (space_name(k), pct, label, colour)
@@ -383,14 +383,14 @@ pub fn hbm_traffic_figure(s: &RunSummary) -> Bars {
             b as f64 / div,
             format!(
                 "{} ({})",
-                plot::bytes(b as f64),
+                sim_core::units::bytes(b),
                 percent(b as f64 * 100.0 / total.max(1) as f64)
             ),
             colour,
         )
     };
     Bars {
-        title: format!("HBM traffic per step: {} in all", plot::bytes(total as f64)),
+        title: format!("HBM traffic per step: {} in all", sim_core::units::bytes(total)),
         x_desc: format!("bytes per step ({unit})"),
         items: vec![item("data", total - pad, PALETTE[0]), item("padding", pad, PALETTE[3])],
         x_max: 0.0,

@@ -142,22 +142,6 @@ pub fn si(v: f64) -> String {
     format!("{text}{s}")
 }
 
-/// Bytes in binary units: 81752454 -> "78.0 MiB".
-pub fn bytes(b: f64) -> String {
-    let units = ["B", "KiB", "MiB", "GiB", "TiB"];
-    let mut v = b;
-    let mut i = 0;
-    while v.abs() >= 1024.0 && i + 1 < units.len() {
-        v /= 1024.0;
-        i += 1;
-    }
-    if i == 0 {
-        format!("{v:.0} B")
-    } else {
-        format!("{v:.1} {}", units[i])
-    }
-}
-
 /// The unit (divisor, name) a byte axis reaching `max` is labelled in.
 pub fn byte_unit(max: f64) -> (f64, &'static str) {
     match max {
@@ -412,9 +396,6 @@ mod tests {
         assert_eq!(si(2_500.0), "2.5k");
         assert_eq!(si(0.0), "0");
         assert_eq!(si(40.0), "40");
-        assert_eq!(bytes(81_752_454.0), "78.0 MiB");
-        assert_eq!(bytes(102_005_473_280.0), "95.0 GiB");
-        assert_eq!(bytes(512.0), "512 B");
     }
 
     #[test]
