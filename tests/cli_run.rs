@@ -5,9 +5,7 @@ mod common;
 use common::tpusim;
 
 fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tpusim-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch_dir(name)
 }
 
 #[test]

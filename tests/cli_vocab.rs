@@ -6,9 +6,7 @@ mod common;
 use common::tpusim;
 
 fn tmp(name: &str) -> std::path::PathBuf {
-    let d = std::env::temp_dir().join(format!("tpusim-vocab-{name}-{}", std::process::id()));
-    std::fs::create_dir_all(&d).unwrap();
-    d
+    common::scratch_dir(&format!("vocab-{name}"))
 }
 
 fn data(path: &str) -> String {

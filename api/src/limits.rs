@@ -259,7 +259,6 @@ pub fn estimate_with_progress(
     })
     .into_iter();
     let mut batches = Vec::with_capacity(observed.len());
-    let mut labels = Vec::with_capacity(observed.len());
     for ((label, _), d) in observed.into_iter().zip(decided) {
         let c = match d {
             Some(c) => c,
@@ -267,9 +266,9 @@ pub fn estimate_with_progress(
                 .next()
                 .unwrap_or_else(|| Err(anyhow::anyhow!("a batch was not read")))?,
         };
-        labels.push(label.clone());
         batches.push((label, c));
     }
+    let labels: Vec<&str> = batches.iter().map(|(l, _)| l.as_str()).collect();
     let mut file = LimitsFile {
         stacks: limits,
         ..Default::default()

@@ -341,13 +341,6 @@ pub fn points_json(points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
     Ok(serde_json::to_value(points).map_err(anyhow::Error::from)?)
 }
 
-/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` (each figure
-/// also as PNG) into `dir`.
-pub fn write_outputs(dir: &Path, points: &[SweepPoint]) -> crate::Result<()> {
-    reports::sweep::write_sweep(dir, points).with_context(|| dir.display().to_string())?;
-    Ok(())
-}
-
 /// The largest fitting batch of one (chip, chip count) row of a sweep.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct LargestFit {
@@ -427,7 +420,8 @@ pub fn sweep_json(plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<serd
     }))
 }
 
-/// [`write_outputs`] with the plan's `--target` drawn on the samples/s chart.
+/// Writes `sweep.csv`, `sweep.json`, `sweep.svg`, `step_time.svg` and `fit_map.svg` (each figure
+/// also as PNG) into `dir`, with the plan's `--target` drawn on the samples/s chart.
 pub fn write_plan_outputs(dir: &Path, plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<()> {
     reports::sweep::write_sweep_with_target(dir, points, plan.target).with_context(|| dir.display().to_string())?;
     Ok(())

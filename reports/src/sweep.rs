@@ -86,11 +86,6 @@ fn csv_field(text: &str) -> String {
     }
 }
 
-/// Writes [`SWEEP_FILES`] into `dir` (created if missing), without a target line.
-pub fn write_sweep(dir: &Path, points: &[SweepPoint]) -> std::io::Result<()> {
-    write_sweep_with_target(dir, points, None)
-}
-
 /// Writes [`SWEEP_FILES`] into `dir` (created if missing); `target` (samples/s) is drawn on the
 /// throughput chart.
 pub fn write_sweep_with_target(dir: &Path, points: &[SweepPoint], target: Option<f64>) -> std::io::Result<()> {

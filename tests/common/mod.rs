@@ -11,3 +11,11 @@ pub fn tpusim(args: &[&str]) -> (i32, String, String) {
         String::from_utf8_lossy(&out.stderr).into(),
     )
 }
+
+/// A fresh-enough scratch directory for one test process: `<tmp>/tpusim-<name>-<pid>`, created.
+#[allow(dead_code)] // not every test binary writes files
+pub fn scratch_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tpusim-{name}-{}", std::process::id()));
+    std::fs::create_dir_all(&d).unwrap();
+    d
+}

@@ -92,13 +92,14 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     })
 }
 
-/// Reads a zip member whole (errors start with " is missing" or ": "), never trusting its declared size beyond what the stored bytes can
-/// inflate to (deflate expands at most ~1032:1) and never reading more than declared.
-pub fn read_zip_member<R: std::io::Read + std::io::Seek>(
-    npz: &mut zip::ZipArchive<R>,
+/// Opens a zip member (errors start with " is missing" or ": ") with its declared size and the most
+/// bytes it may be read to: never trusting the declared size beyond what the stored bytes can inflate
+/// to (deflate expands at most ~1032:1), and never beyond what is declared.
+fn open_member<'a, R: std::io::Read + std::io::Seek>(
+    npz: &'a mut zip::ZipArchive<R>,
     member_name: &str,
-) -> Result<Vec<u8>, String> {
-    let mut member = npz.by_name(member_name).map_err(|e| match e {
+) -> Result<(zip::read::ZipFile<'a>, u64, u64), String> {
+    let member = npz.by_name(member_name).map_err(|e| match e {
         zip::result::ZipError::FileNotFound => " is missing".to_string(),
         e => format!(": {e}"),
     })?;
@@ -108,6 +109,15 @@ pub fn read_zip_member<R: std::io::Read + std::io::Seek>(
         _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
     }
     .min(declared);
+    Ok((member, declared, limit))
+}
+
+/// Reads a zip member whole (errors start with " is missing" or ": "), bounded as [`open_member`] says.
+pub fn read_zip_member<R: std::io::Read + std::io::Seek>(
+    npz: &mut zip::ZipArchive<R>,
+    member_name: &str,
+) -> Result<Vec<u8>, String> {
+    let (mut member, declared, limit) = open_member(npz, member_name)?;
     let mut bytes = Vec::with_capacity(limit.min(64 << 20) as usize);
     std::io::Read::read_to_end(
         &mut std::io::Read::take(&mut member, limit.saturating_add(1)),
@@ -135,21 +145,8 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
     // Each member is read in one bulk read (checksummed in bulk) after its header: element-sized reads
     // through the zip stream cost more than the preprocessing itself.
     let read = |npz: &mut zip::ZipArchive<_>, key: &str| -> Result<(Vec<u64>, Array), PreprocessError> {
-        let mut member = match npz.by_name(&npyz::npz::file_name_from_array_name(key)) {
-            Ok(m) => m,
-            Err(zip::result::ZipError::FileNotFound) => {
-                return Err(PreprocessError::Input(format!("array '{key}' is missing")))
-            }
-            Err(e) => return Err(PreprocessError::Input(format!("array '{key}': {e}"))),
-        };
-        // Never trust the declared size beyond what the stored bytes can inflate to (deflate expands
-        // at most ~1032:1), and never read more than declared.
-        let declared = member.size();
-        let limit = match member.compression() {
-            zip::CompressionMethod::Stored => member.compressed_size(),
-            _ => member.compressed_size().saturating_mul(1032).saturating_add(1024),
-        }
-        .min(declared);
+        let (mut member, declared, limit) = open_member(npz, &npyz::npz::file_name_from_array_name(key))
+            .map_err(|e| PreprocessError::Input(format!("array '{key}'{e}")))?;
         // The array is read from the member's stream straight into its typed vector: a stored member
         // is copied once from the file, a deflated one inflated once, in blocks as large as the array.
         let mut stream = std::io::Read::take(&mut member, limit.saturating_add(1));

@@ -127,7 +127,8 @@ fn read_typed<T: Copy + Default, R: std::io::Read>(
 
 /// Reads one array of `size` bytes (header included) from a stream: the header is read and checked
 /// first, then the data lands in its typed vector in one read (an inflating reader inflates in
-/// blocks as large as the array), and the stream must end there.
+/// blocks as large as the array). `size` may overstate the array (a deflated member's declared size);
+/// refusing bytes past its end is the caller's job.
 pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray, String> {
     let io = |e: std::io::Error| format!("reading the array: {e}");
     let mut head = vec![0u8; 10.min(size as usize)];

@@ -504,7 +504,7 @@ fn merge_siblings(
         }
     }
     let mut alive = vec![true; k];
-    let mut iter: Vec<u64> = members.iter().map(|m| iteration_elements(g, m)).collect();
+    let iter: Vec<u64> = members.iter().map(|m| iteration_elements(g, m)).collect();
     for (buffer, ks) in readers {
         let b = bytes(buffer);
         if b < 4096 || ks.len() < 2 {
@@ -546,7 +546,6 @@ fn merge_siblings(
                 if gr.kinds[c] == KernelKind::Reduce {
                     gr.kinds[a] = KernelKind::Reduce;
                 }
-                iter[a] = iter[a].max(iter[c]);
                 // Whatever reached a or c now reaches a and all both reach.
                 let mut both = vec![0u64; words];
                 for (w, v) in both.iter_mut().enumerate() {
