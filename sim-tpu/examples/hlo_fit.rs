@@ -68,20 +68,29 @@ fn main() {
         let vmem_budget = best_t.1;
         // Coordinate search on a log grid from a few starting points (the objective has local minima).
         let mut best_start = (f64::MAX, start.clone());
-        for (lb, fo) in [
-            (2.0, 0.5),
-            (8.0, 0.5),
-            (2.0, 3.0),
-            (8.0, 3.0),
-            (start.loop_block_cycles, start.fused_op_cycles),
+        for (lb, fo, sb) in [
+            (2.0, 0.5, 0.0),
+            (8.0, 0.5, 0.0),
+            (2.0, 3.0, 0.0),
+            (8.0, 3.0, 0.0),
+            (2.0, 0.5, 2.0),
+            (8.0, 0.5, 2.0),
+            (2.0, 3.0, 2.0),
+            (8.0, 3.0, 2.0),
+            (
+                start.loop_block_cycles,
+                start.fused_op_cycles,
+                start.stream_block_cycles,
+            ),
         ] {
             let mut hp = start.clone();
             hp.vmem_temp_bytes = vmem_budget;
             hp.loop_block_cycles = lb;
             hp.fused_op_cycles = fo;
+            hp.stream_block_cycles = sb;
             let mut best = objective(&recs, &chip, &hp);
             for _round in 0..3 {
-                for field in 0..4 {
+                for field in 0..5 {
                     let mut step = 2.0f64;
                     while step > 1.01 {
                         let mut improved = false;
@@ -91,6 +100,9 @@ fn main() {
                                 0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
                                 1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
                                 2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
+                                // From 0 a factor cannot move it: start such searches at 0.25.
+                                3 if h.stream_block_cycles == 0.0 => h.stream_block_cycles = 0.25 * f,
+                                3 => h.stream_block_cycles = (h.stream_block_cycles * f).clamp(0.0, 64.0),
                                 _ => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
                             }
                             let o = objective(&recs, &chip, &h);
@@ -115,6 +127,7 @@ fn main() {
         hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
         hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;
         hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
+        hp.stream_block_cycles = (hp.stream_block_cycles * 1000.0).round() / 1000.0;
         let errs: Vec<f64> = recs
             .iter()
             .filter(|r| r.scored)

@@ -53,3 +53,109 @@ fn reductions_over_different_spaces_stay_apart() {
     );
     assert_eq!(kernels(&text).len(), 2);
 }
+
+fn kernel_of<'a>(ks: &'a [Vec<String>], name: &str) -> Vec<&'a Vec<String>> {
+    ks.iter().filter(|k| k.iter().any(|i| i == name)).collect()
+}
+
+const MAX: &str = "max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}\n\n";
+
+/// A softmax over a [512,32768] parameter: `e = exp(x - max)` is read by the row sum and by the normalised
+/// output. Re-reading x (64 MiB) costs no more than writing e out and reading it back (2 x 64 MiB), so the
+/// compiler recomputes e in both kernels: three kernels (max, sum, output), e in two of them, and no 64 MiB
+/// temporary.
+#[test]
+fn a_cheap_exp_over_a_parameter_is_recomputed_by_each_consumer() {
+    let text = format!(
+        "HloModule m\n\n{ADD}{MAX}ENTRY main {{\n  x = f32[512,32768]{{1,0}} parameter(0)\n  \
+         ninf = f32[] constant(-inf)\n  z = f32[] constant(0)\n  \
+         m = f32[512]{{0}} reduce(x, ninf), dimensions={{1}}, to_apply=max\n  \
+         mb = f32[512,32768]{{1,0}} broadcast(m), dimensions={{0}}\n  \
+         d = f32[512,32768]{{1,0}} subtract(x, mb)\n  \
+         e = f32[512,32768]{{1,0}} exponential(d)\n  \
+         s = f32[512]{{0}} reduce(e, z), dimensions={{1}}, to_apply=add\n  \
+         sb = f32[512,32768]{{1,0}} broadcast(s), dimensions={{0}}\n  \
+         ROOT y = f32[512,32768]{{1,0}} divide(e, sb)\n}}\n"
+    );
+    let ks = kernels(&text);
+    assert_eq!(ks.len(), 3, "{ks:?}");
+    assert_eq!(kernel_of(&ks, "e").len(), 2, "{ks:?}");
+    let m = HloModule::parse(&text).unwrap();
+    let c = cost_module(&m, &ChipModel::preset("v5p").unwrap()).unwrap();
+    // Only the two [512] f32 row statistics (2 KiB each) can be temporaries.
+    assert!(c.temp_bytes <= 2 * 2048, "temp {}", c.temp_bytes);
+}
+
+/// A normalisation's `r = rsqrt(var + eps)` of a per-row statistic feeds two full-size kernels: it is computed
+/// once (its own small kernel) rather than in each, as the compiler's `add_rsqrt_fusion` shows.
+#[test]
+fn a_transcendental_of_a_statistic_is_computed_once() {
+    let text = format!(
+        "HloModule m\n\n{ADD}ENTRY main {{\n  x = f32[4096,768]{{1,0}} parameter(0)\n  z = f32[] constant(0)\n  \
+         q = f32[4096,768]{{1,0}} multiply(x, x)\n  \
+         v = f32[4096]{{0}} reduce(q, z), dimensions={{1}}, to_apply=add\n  \
+         r = f32[4096]{{0}} rsqrt(v)\n  \
+         rb = f32[4096,768]{{1,0}} broadcast(r), dimensions={{0}}\n  \
+         y = f32[4096,768]{{1,0}} multiply(x, rb)\n  \
+         w = f32[4096,768]{{1,0}} multiply(y, y)\n  \
+         t = f32[4096]{{0}} reduce(w, z), dimensions={{1}}, to_apply=add\n  \
+         ROOT o = (f32[4096,768]{{1,0}}, f32[4096]{{0}}) tuple(y, t)\n}}\n"
+    );
+    let ks = kernels(&text);
+    assert_eq!(kernel_of(&ks, "r").len(), 1, "{ks:?}");
+}
+
+/// The gradient of `take_along_axis`: one scalar per row scattered into zeros of [512,32768] (batching
+/// dimension 0). Each row receives exactly one update, so it is `select(iota == label, g, 0)`: an elementwise op
+/// fused into its consumer, not a scatter kernel, and no tpusim warning about an unmodelled opcode.
+#[test]
+fn a_one_hot_scatter_is_an_elementwise_select() {
+    let text = format!(
+        "HloModule m\n\n{ADD}ENTRY main {{\n  x = f32[512,32768]{{1,0}} parameter(0)\n  \
+         idx = s32[512,1,1]{{2,1,0}} parameter(1)\n  g = f32[512,1]{{1,0}} parameter(2)\n  \
+         z = f32[] constant(0)\n  zb = f32[512,32768]{{1,0}} broadcast(z), dimensions={{}}\n  \
+         sc = f32[512,32768]{{1,0}} scatter(zb, idx, g), update_window_dims={{}}, inserted_window_dims={{1}}, \
+         scatter_dims_to_operand_dims={{1}}, input_batching_dims={{0}}, scatter_indices_batching_dims={{0}}, \
+         index_vector_dim=2, to_apply=add\n  \
+         ROOT y = f32[512,32768]{{1,0}} add(x, sc)\n}}\n"
+    );
+    let ks = kernels(&text);
+    assert_eq!(ks.len(), 1, "{ks:?}");
+    assert!(ks[0].contains(&"sc".to_string()) && ks[0].contains(&"y".to_string()));
+    let m = HloModule::parse(&text).unwrap();
+    let c = cost_module(&m, &ChipModel::preset("v5p").unwrap()).unwrap();
+    assert!(c.unmodelled.is_empty(), "{:?}", c.unmodelled);
+}
+
+/// The same scatter with two updates per row (indices [512,2,1]) may collide within a row: it stays a scatter.
+#[test]
+fn a_scatter_with_several_updates_per_row_stays_a_scatter() {
+    let text = format!(
+        "HloModule m\n\n{ADD}ENTRY main {{\n  x = f32[512,32768]{{1,0}} parameter(0)\n  \
+         idx = s32[512,2,1]{{2,1,0}} parameter(1)\n  g = f32[512,2]{{1,0}} parameter(2)\n  \
+         z = f32[] constant(0)\n  zb = f32[512,32768]{{1,0}} broadcast(z), dimensions={{}}\n  \
+         sc = f32[512,32768]{{1,0}} scatter(zb, idx, g), update_window_dims={{}}, inserted_window_dims={{1}}, \
+         scatter_dims_to_operand_dims={{1}}, input_batching_dims={{0}}, scatter_indices_batching_dims={{0}}, \
+         index_vector_dim=2, to_apply=add\n  \
+         ROOT y = f32[512,32768]{{1,0}} add(x, sc)\n}}\n"
+    );
+    let m = HloModule::parse(&text).unwrap();
+    let c = cost_module(&m, &ChipModel::preset("v5p").unwrap()).unwrap();
+    assert_eq!(c.unmodelled.get("scatter"), Some(&1), "{:?}", c.unmodelled);
+}
+
+/// In the transformer block's backward pass (testdata), the MLP's bias gradient `reduce_sum.183` sums the
+/// gradient `dot_general.25`'s epilogue computes; the compiler's `fusion.110` (convolution, reduce, tanh) is
+/// that one multi-output kernel. Grouping this module first closes a dependency cycle between multi-output
+/// kernels; undoing only the joins on the cycle must keep this one.
+#[test]
+fn a_dependency_cycle_undoes_only_the_joins_on_it() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/hlo/transformer_block.b16_s128_d512_h8_fwdbwd_f32.hlo.txt"
+    );
+    let ks = kernels(&std::fs::read_to_string(path).unwrap());
+    let k = kernel_of(&ks, "reduce_sum.183");
+    assert_eq!(k.len(), 1);
+    assert!(k[0].contains(&"dot_general.25".to_string()), "{:?}", k[0]);
+}

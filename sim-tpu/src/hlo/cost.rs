@@ -36,6 +36,10 @@ pub struct HloParams {
     /// Cycles per 1024 padded elements of a loop or reduce fusion's largest array: the per-iteration cost of
     /// the compiler's loop pipeline (fitted).
     pub loop_block_cycles: f64,
+    /// Further cycles per 1024 padded elements of the largest array for each full-size array a loop or reduce
+    /// fusion streams in or out (each is a vector load or store per block; fitted, 0 when absent).
+    #[serde(default)]
+    pub stream_block_cycles: f64,
     /// Bytes of intermediate buffers the compiler keeps in VMEM instead of HBM (buffers are placed first come,
     /// first served while they fit; fitted, at most the chip's VMEM).
     pub vmem_temp_bytes: u64,
@@ -508,7 +512,20 @@ fn cost_kernel(
             (p.mxu_launch_cycles, body, bound, vmem)
         }
         KernelKind::Loop | KernelKind::Reduce => {
-            let compute = vpu.max(max_blocks * hp.loop_block_cycles);
+            // Arrays at least half the largest one's size are streamed block by block with it.
+            let full = |i: &usize| {
+                sizer
+                    .shape(&g.nodes[*i].ins.shape)
+                    .map(|s| 2.0 * s.padded_elements as f64 >= max_blocks * VREG_ELEMENTS as f64)
+                    .unwrap_or(false)
+            };
+            let streams = (k
+                .inputs
+                .iter()
+                .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
+                .count()
+                + k.outputs.iter().filter(|o| full(o)).count()) as f64;
+            let compute = vpu.max(max_blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams));
             let body = compute.max(dma);
             let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
             (p.launch_cycles, body, bound, total_bytes.min(scoped))

@@ -5,8 +5,12 @@
 //!   fused into every kernel that consumes them, recomputed where there are several (the compiler duplicates a
 //!   convert or a broadcast into each consumer fusion rather than write it out);
 //! - a transcendental (exp, divide, rsqrt, ...) with one consuming kernel is fused into it; with several, it is
-//!   computed once, by a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by
-//!   its own loop fusion;
+//!   recomputed in each when it is elementwise over an array in memory (not only over reductions' results, and
+//!   no dot among its inputs) and re-reading its inputs costs at most writing it out and reading it back (a
+//!   softmax's `exp(logits - max)`); otherwise it is computed once, by
+//!   a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by its own loop fusion;
+//! - a scatter of one scalar per batch row into a constant array (the gradient of `take_along_axis`) is a
+//!   compare and select, fused like any elementwise op;
 //! - a reduction roots a reduce fusion; its producers fuse in as above;
 //! - a dot whose result is much larger than its operands (attention scores) is recomputed by every kernel that
 //!   consumes it;
@@ -86,9 +90,13 @@ struct Grouper<'a, 'm> {
     /// Union-find parent of each kernel (kernels merged into one fusion).
     parent: Vec<u32>,
     is_output: Vec<bool>,
-    /// Dots whose result is much larger than their operands: recomputed in each consuming kernel.
+    /// Dots whose result is much larger than their operands, and transcendentals cheap to recompute from memory:
+    /// recomputed in each consuming kernel.
     recompute: Vec<bool>,
-    multi_output: bool,
+    /// Nodes that may make a multi-output kernel (join a sibling, or merge several consumer kernels).
+    multi_output: Vec<bool>,
+    /// Nodes that did, for undoing joins that close a dependency cycle.
+    joined: Vec<usize>,
 }
 
 impl Grouper<'_, '_> {
@@ -165,9 +173,14 @@ impl Grouper<'_, '_> {
                 OpClass::Elementwise | OpClass::Movement | OpClass::Relayout if !out && !ug.is_empty() => {
                     ug.into_iter().collect()
                 }
-                OpClass::Transcendental if !out && ug.len() == 1 => ug.into_iter().collect(),
+                OpClass::Transcendental if !out && (ug.len() == 1 || self.recompute[i] && !ug.is_empty()) => {
+                    ug.into_iter().collect()
+                }
                 c if c.fusible() => match sibling {
-                    Some(k) if self.multi_output && !ug.is_empty() => vec![k],
+                    Some(k) if self.multi_output[i] && !ug.is_empty() => {
+                        self.joined.push(i);
+                        vec![k]
+                    }
                     _ => vec![self.new_group(KernelKind::Loop, i)],
                 },
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
@@ -184,8 +197,11 @@ impl Grouper<'_, '_> {
                     // Its consumers' kernels (the reductions of a softmax over its result, say) become one fusion
                     // with it when none of them has a dot of its own.
                     let no_mxu = ug.iter().all(|&k| self.kinds[k as usize] != KernelKind::Mxu);
-                    let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output);
+                    let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output[i]);
                     if joinable {
+                        if ug.len() > 1 {
+                            self.joined.push(i);
+                        }
                         let mut it = ug.iter().copied();
                         let k = it.next().unwrap_or(0);
                         for other in it {
@@ -210,14 +226,17 @@ impl Grouper<'_, '_> {
 /// compiler does, rather than written out and read back.
 const RECOMPUTE_RATIO: u64 = 8;
 
+/// Regroupings tried when multi-output kernels close a dependency cycle.
+const MAX_REGROUPS: usize = 32;
+
 /// Nodes at most this many fused producers deep are examined when deciding whether a dot's operand fuses.
 const MAX_CONE: usize = 256;
 
-/// HBM bytes of the values an operand's fused producer cone reads (its leaves), at most `MAX_CONE` nodes deep.
-fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u64 {
+/// The values a node's fused producer cone reads from memory (its leaves), at most `MAX_CONE` nodes deep.
+fn cone_leaves(g: &Graph<'_>, o: usize) -> Vec<usize> {
     let mut seen = BTreeSet::new();
     let mut stack = vec![o];
-    let mut total = 0u64;
+    let mut leaves = Vec::new();
     let mut visited = 0;
     while let Some(x) = stack.pop() {
         if !seen.insert(x) {
@@ -227,12 +246,36 @@ fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u6
         let n = &g.nodes[x];
         let inner = n.class.fusible() || (n.class == OpClass::Free && pass_through(n.class, &n.ins.opcode));
         if x != o && !inner || visited > MAX_CONE {
-            total = total.saturating_add(bytes(x));
+            leaves.push(x);
             continue;
         }
         stack.extend(n.operands.iter().copied());
     }
-    total
+    leaves
+}
+
+/// HBM bytes of the values an operand's fused producer cone reads (its leaves).
+fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u64 {
+    cone_leaves(g, o)
+        .into_iter()
+        .fold(0u64, |a, x| a.saturating_add(bytes(x)))
+}
+
+/// Whether a transcendental is recomputed by each kernel consuming it rather than written out once: when it is
+/// elementwise over an array already in memory (a parameter or an unfused op's result with as many elements;
+/// not only over statistics, reductions' results, which the compiler computes once in a small kernel of their
+/// own, like a normalisation's `rsqrt`), nothing it is computed from is a dot (whose result would have to be
+/// recomputed too), and re-reading its inputs costs at most what writing it out and reading it back does: the
+/// softmax's `exp(logits - max)`, read again from the logits by both the sum and the gradient.
+fn recompute_transcendental(g: &Graph<'_>, i: usize, bytes: &dyn Fn(usize) -> u64) -> bool {
+    let leaves = cone_leaves(g, i);
+    let n = super::cost::elements(&g.nodes[i].ins.shape);
+    let dot = |x: usize| matches!(g.nodes[x].class, OpClass::Dot | OpClass::Convolution);
+    let full_array =
+        |x: usize| g.nodes[x].class != OpClass::Reduce && super::cost::elements(&g.nodes[x].ins.shape) >= n;
+    !leaves.iter().any(|&x| dot(x))
+        && leaves.iter().any(|&x| full_array(x))
+        && cone_input_bytes(g, i, bytes) <= 2u64.saturating_mul(bytes(i))
 }
 
 /// Groups the graph's nodes into kernels, in execution order; `bytes` gives a node's padded result bytes.
@@ -243,6 +286,10 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
     }
     let mut recompute = vec![false; g.nodes.len()];
     for (i, n) in g.nodes.iter().enumerate() {
+        if n.class == OpClass::Transcendental {
+            recompute[i] = recompute_transcendental(g, i, bytes);
+            continue;
+        }
         if !matches!(n.class, OpClass::Dot | OpClass::Convolution) {
             continue;
         }
@@ -255,7 +302,14 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             }
         }
     }
-    for multi_output in [true, false] {
+    // Multi-output kernels can make kernels depend on each other circularly; the nodes whose joins formed the
+    // kernels left in a cycle lose the right to join and the grouping runs again (at most `MAX_REGROUPS` times,
+    // then without multi-output kernels at all, where every edge follows program order).
+    let mut multi_output = vec![true; g.nodes.len()];
+    for attempt in 0..=MAX_REGROUPS {
+        if attempt == MAX_REGROUPS {
+            multi_output.fill(false);
+        }
         let mut gr = Grouper {
             g,
             groups_of: vec![Vec::new(); g.nodes.len()],
@@ -264,20 +318,40 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             parent: Vec::new(),
             is_output: is_output.clone(),
             recompute: recompute.clone(),
-            multi_output,
+            multi_output: multi_output.clone(),
+            joined: Vec::new(),
         };
         gr.run();
-        if let Some(groups) = assemble(g, &mut gr, bytes) {
-            return Ok(groups);
+        let joined = std::mem::take(&mut gr.joined);
+        match assemble(g, &mut gr, bytes) {
+            Ok(groups) => {
+                return Ok(groups);
+            }
+            Err(cyclic) => {
+                // The join made last (the most producer-side node, as nodes are grouped consumers first).
+                match joined
+                    .iter()
+                    .copied()
+                    .filter(|i| cyclic.contains(i) && multi_output[*i])
+                    .min()
+                {
+                    Some(i) => multi_output[i] = false,
+                    None => multi_output.fill(false),
+                }
+            }
         }
     }
     // Without multi-output kernels every edge between kernels follows program order, so this is not reached.
     Err(HloError::Unsupported("kernels depend on each other circularly".into()))
 }
 
-/// Members, inputs and outputs of each kernel, ordered topologically; None if kernels depend on each other
-/// circularly.
-fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>, bytes: &dyn Fn(usize) -> u64) -> Option<Vec<Group>> {
+/// Members, inputs and outputs of each kernel, ordered topologically; if kernels depend on each other
+/// circularly, the members of the kernels that could not be ordered.
+fn assemble(
+    g: &Graph<'_>,
+    gr: &mut Grouper<'_, '_>,
+    bytes: &dyn Fn(usize) -> u64,
+) -> Result<Vec<Group>, BTreeSet<usize>> {
     // Resolve merged kernels and renumber the surviving ones densely.
     let roots: Vec<u32> = (0..gr.kinds.len() as u32).map(|k| gr.find(k)).collect();
     let mut dense = vec![u32::MAX; roots.len()];
@@ -408,20 +482,37 @@ fn assemble(g: &Graph<'_>, gr: &mut Grouper<'_, '_>, bytes: &dyn Fn(usize) -> u6
         }
     }
     if order.len() < k {
-        return None;
+        // The unordered kernels are those on a cycle and those after one; peeling off, repeatedly, the ones no
+        // unordered kernel depends on leaves the cycles (and what lies between them).
+        let mut left: BTreeSet<usize> = (0..k).collect();
+        for x in order {
+            left.remove(&x);
+        }
+        loop {
+            let sinks: Vec<usize> = left
+                .iter()
+                .copied()
+                .filter(|&x| !succ[x].iter().any(|s| left.contains(s)))
+                .collect();
+            if sinks.is_empty() {
+                break;
+            }
+            for x in sinks {
+                left.remove(&x);
+            }
+        }
+        return Err(left.into_iter().flat_map(|x| members[x].iter().copied()).collect());
     }
-    Some(
-        order
-            .into_iter()
-            .map(|x| Group {
-                kind: gr.kinds[x],
-                anchor: gr.anchors[x],
-                members: std::mem::take(&mut members[x]),
-                inputs: std::mem::take(&mut inputs[x]),
-                outputs: std::mem::take(&mut outputs[x]),
-            })
-            .collect(),
-    )
+    Ok(order
+        .into_iter()
+        .map(|x| Group {
+            kind: gr.kinds[x],
+            anchor: gr.anchors[x],
+            members: std::mem::take(&mut members[x]),
+            inputs: std::mem::take(&mut inputs[x]),
+            outputs: std::mem::take(&mut outputs[x]),
+        })
+        .collect())
 }
 
 /// The iteration space of a loop or reduce kernel: the most elements any member walks (a reduction walks its

@@ -43,6 +43,11 @@ impl<'m> Graph<'m> {
             visited: 0,
         };
         let root = inline(module, module.entry, None, &mut cx, &mut nodes)?;
+        for i in 0..nodes.len() {
+            if is_one_hot_scatter(&nodes, i) {
+                nodes[i].class = OpClass::Elementwise;
+            }
+        }
         let mut users = vec![Vec::new(); nodes.len()];
         for (i, n) in nodes.iter().enumerate() {
             for &o in &n.operands {
@@ -63,6 +68,46 @@ impl<'m> Graph<'m> {
             vec![self.root]
         }
     }
+}
+
+fn elements(s: &sim_core::layout::Shape) -> Option<u64> {
+    match s {
+        sim_core::layout::Shape::Array(a) => a.dims.iter().try_fold(1u64, |acc, d| {
+            acc.checked_mul(u64::try_from(d.upper_bound().unwrap_or(0)).ok()?)
+        }),
+        _ => None,
+    }
+}
+
+/// A scatter of one scalar per batch row into an array generated from a constant (the gradient of
+/// `take_along_axis`): each row receives exactly one update, so the result is `select(iota == index, update,
+/// init)`, an elementwise op the compiler fuses into the consumer (the optimized modules show a compare and
+/// select in place of the scatter) rather than a scatter kernel of its own.
+fn is_one_hot_scatter(nodes: &[Node<'_>], i: usize) -> bool {
+    let n = &nodes[i];
+    if n.ins.opcode != "scatter" || n.operands.len() != 3 {
+        return false;
+    }
+    let init = &nodes[n.operands[0]];
+    let generated = init.ins.opcode == "broadcast"
+        && init
+            .operands
+            .iter()
+            .all(|&o| nodes[o].ins.opcode == "constant" && elements(&nodes[o].ins.shape) == Some(1));
+    let batching = n.ins.int_list("input_batching_dims").unwrap_or_default();
+    let window = n.ins.int_list("update_window_dims").unwrap_or_default();
+    if !generated || batching.is_empty() || !window.is_empty() {
+        return false;
+    }
+    let sim_core::layout::Shape::Array(a) = &init.ins.shape else {
+        return false;
+    };
+    // One update per batch row: the updates are exactly the batch rows.
+    let rows = batching.iter().try_fold(1u64, |acc, &d| {
+        let dim = a.dims.get(usize::try_from(d).ok()?)?.upper_bound()?;
+        acc.checked_mul(u64::try_from(dim).ok()?)
+    });
+    rows.is_some() && rows == elements(&nodes[n.operands[2]].ins.shape)
 }
 
 /// Inlining state: the computations being inlined (to refuse recursion) and the instructions visited.
