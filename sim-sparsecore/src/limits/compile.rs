@@ -376,7 +376,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             row_bytes(case)
         ),
         VerdictClass::VmemWindow if case.kind == ProgramKind::GradSgd => format!(
-            "Valid window was not found for %accumulated_gradient_vectors_tuple = (f32[<=N,{}]) fusion (deduplicating gradient rows, one whole row per window). scratchpad allocation size is {window_offered}; the window needs {window_need} B. Lower the embedding dim to at most {} (or split the table's features into tables that narrow).",
+            "Valid window was not found for %accumulated_gradient_vectors_tuple: the fusion deduplicating gradient rows takes whole rows of f32[{}]. scratchpad allocation size is {window_offered}; the window needs {window_need} B. Lower the embedding dim to at most {} (or split the table's features into narrower tables).",
             padded_dim(case),
             largest_window_dim(case, p)
         ),
