@@ -15,7 +15,7 @@
 //!    - grad_sgd: the fusion that deduplicates gradient rows (%accumulated_gradient_vectors_tuple)
 //!      takes whole rows, never a column slice. Its window needs 32 x (pd + 1) B; the compiler
 //!      offers TileSpmem - 32 - 8 x pd (the 8 x pd is the row window of the gradient gather,
-//!      [1, pd] double-buffered, in every record with dim >= 8192). So 40 x pd + 64 <= TileSpmem:
+//!      [1, pd] double-buffered: 8 x pd + 8 B in SC_v5p_058, SC_v6e_057). So 40 x pd + 64 <= TileSpmem:
 //!      largest dim 13096 on v5p, 6544 on v6e, 13096 on tpu7x. Probed: 13096 compiles and 13104
 //!      fails on v5p; 6544 / 6552 on v6e; 13088 / 13104 on tpu7x; the budget did not move with
 //!      max_ids, max_unique, batch or vocabulary. Records: 8192 and 10240 compile on v5p
@@ -27,7 +27,8 @@
 //!      (%activations), and the scatter takes whole rows: lanes rows (8 f32 lanes on v5p and v6e,
 //!      16 on tpu7x) double-buffered, plus the tile's share of the activations (sample_count / 16
 //!      tiles rows): (2 x lanes + share) x pd x 4 + 8 x lanes B <= TileSpmem + 32. Exact on every
-//!      probe (v6e 2728 / 2736, v5p 6544 / 6560 at max_unique 8192 / 16384, batch 32..4096).
+//!      probe (v6e 2728 / 2736, v5p 6544 / 6560 at max_unique 8192 / 16384, batch 32..4096) but
+//!      one: v5p compiled 6552 (not a multiple of 16) with a one-row window, which is not modelled.
 //!      Which lookup the compiler picks is the least certain part: the scatter is used from
 //!      32 x max_unique + 2 x min(sample_count, max_unique) + 880 x SparseCores + the Spmem
 //!      constant > TileSpmem (fitted to five probed edges: v6e 8096 / 8104 at batch 256, 8072 /
@@ -40,7 +41,9 @@
 //! The 32 B the grad window budget keeps back is tpu7x's 128 B in the compiler's report (its
 //! scatter budget is TileSpmem + 0, not + 32); the difference changes no verdict at the widths the
 //! tpu7x compiler accepts (multiples of 16: other widths abort it in the grad_sgd scatter emitter).
-//! grad_sgd widths that are not a multiple of 8 fail E3001 (no vector split), not modelled here.
+//! grad_sgd widths that are not a multiple of 8 fail E3001 (no vector split), not modelled here;
+//! nor is the row check with max_ids far above max_unique at wide rows (v6e, dim 4096, max_ids
+//! 65536, max_unique 8096: the compiler's Row bytes are max_unique x (dim + 1) x 4, not / 8).
 
 use serde::{Deserialize, Serialize};
 use sim_core::units::{bytes, bytes_of};
