@@ -164,13 +164,20 @@ fn compile_check_example_cases_on_stdin() {
             "spmem_replica_count",
             "ok",
             "hbm_per_tensor",
-            "vmem_window"
+            "vmem_window",
+            "ok"
         ]
     );
     // The row check reports the compiler's numbers and the largest limit that fits.
     let row: serde_json::Value = serde_json::from_str(out.lines().nth(1).unwrap()).unwrap();
     assert!(row["message"].as_str().unwrap().contains("Row bytes: 5283840"));
     assert_eq!(row["tilespmem_bytes_available"], 262_072);
+    // grad_sgd dim 8192 needs a 262176 B gradient window, v6e offers 196544 (the compiler's number).
+    let window: serde_json::Value = serde_json::from_str(out.lines().nth(5).unwrap()).unwrap();
+    assert!(window["message"]
+        .as_str()
+        .unwrap()
+        .contains("scratchpad allocation size is 196544"));
     // On v5p (twice the TileSpmem) the wide rows and the rows of 81920 ids fit; grad_sgd at 16384
     // (fixed Spmem 590848 B > 524128 B) and the 25 GiB table do not.
     let (code, out, _) = compile_check_stdin("v5p", &cases);

@@ -9,22 +9,26 @@ fn chip() -> impl Strategy<Value = ScCompileParams> {
         Just(ScCompileParams {
             num_sc_per_device: 4,
             tilespmem_bytes: 524_128,
-            spmem_fixed_overhead_bytes: 1024
+            spmem_fixed_overhead_bytes: 1024,
+            simd_lanes_f32: 8
         }),
         Just(ScCompileParams {
             num_sc_per_device: 2,
             tilespmem_bytes: 262_112,
-            spmem_fixed_overhead_bytes: 1024
+            spmem_fixed_overhead_bytes: 1024,
+            simd_lanes_f32: 8
         }),
         Just(ScCompileParams {
             num_sc_per_device: 2,
             tilespmem_bytes: 524_032,
-            spmem_fixed_overhead_bytes: 15_872
+            spmem_fixed_overhead_bytes: 15_872,
+            simd_lanes_f32: 16
         }),
-        (0u64..8, 0u64..64, any::<u64>()).prop_map(|(n, t, o)| ScCompileParams {
+        (0u64..8, 0u64..64, any::<u64>(), any::<u64>()).prop_map(|(n, t, o, l)| ScCompileParams {
             num_sc_per_device: n,
             tilespmem_bytes: t,
-            spmem_fixed_overhead_bytes: o
+            spmem_fixed_overhead_bytes: o,
+            simd_lanes_f32: l
         }),
     ]
 }
@@ -51,7 +55,7 @@ proptest! {
         kind in kind(), dim_8ths in 1u64..2048, max_ids in 1u64..200_000, unique_frac in 1u64..=8,
         shrink in 1u64..=16
     ) {
-        let p = ScCompileParams { num_sc_per_device: 2, tilespmem_bytes: 262_112, spmem_fixed_overhead_bytes: 1024 };
+        let p = ScCompileParams { num_sc_per_device: 2, tilespmem_bytes: 262_112, spmem_fixed_overhead_bytes: 1024, simd_lanes_f32: 8 };
         let max_unique = (max_ids * unique_frac / 8).max(1);
         let case = CompileCase { kind, vocab: 100_000, dim: dim_8ths * 8, batch: 256, max_ids, max_unique };
         if compile_check(&case, &p).compiles {

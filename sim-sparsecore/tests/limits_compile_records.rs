@@ -9,16 +9,19 @@ fn params(chip: &str) -> ScCompileParams {
             num_sc_per_device: 4,
             tilespmem_bytes: 524_128,
             spmem_fixed_overhead_bytes: 1024,
+            simd_lanes_f32: 8,
         },
         "v6e" => ScCompileParams {
             num_sc_per_device: 2,
             tilespmem_bytes: 262_112,
             spmem_fixed_overhead_bytes: 1024,
+            simd_lanes_f32: 8,
         },
         "tpu7x" => ScCompileParams {
             num_sc_per_device: 2,
             tilespmem_bytes: 524_032,
             spmem_fixed_overhead_bytes: 15_872,
+            simd_lanes_f32: 16,
         },
         other => panic!("{other}"),
     }
@@ -120,28 +123,113 @@ fn largest_limits_that_compile_match_the_probe() {
     }
 }
 
-#[test]
-fn wide_rows_need_a_row_window_in_tilespmem() {
-    // Assumption (no failing record): one padded row, double-buffered, must fit the available
-    // TileSpmem. v5p compiles dim 32768 (SC_v5p_044) and v6e dim 16384 (SC_v6e_051).
-    let case = |dim| CompileCase {
-        kind: ProgramKind::Fwd,
-        vocab: 100_000,
+fn wide(kind: ProgramKind, dim: u64, batch: u64, unique: u64) -> CompileCase {
+    CompileCase {
+        kind,
+        vocab: 10_000,
         dim,
-        batch: 256,
-        max_ids: 256,
-        max_unique: 256,
-    };
+        batch,
+        max_ids: unique,
+        max_unique: unique,
+    }
+}
+
+#[test]
+fn grad_sgd_rows_need_a_whole_row_window() {
+    // The window needs 32 x (pd + 1) B of TileSpmem - 32 - 8 x pd, i.e. 40 x pd + 64 <= TileSpmem.
+    // v5p: (524128 - 64) / 40 = 13101.6 -> 13096; v6e: (262112 - 64) / 40 = 6551.2 -> 6544;
+    // tpu7x: (524032 - 64) / 40 = 13099.2 -> 13096. Probed on libtpu 0.0.52: v5p 13096 compiles,
+    // 13104 reports "scratchpad allocation size is 419264"; v6e 6544 / 6552 (209664).
+    for (chip, largest, offered) in [
+        ("v5p", 13_096u64, 419_264u64),
+        ("v6e", 6_544, 209_664),
+        ("tpu7x", 13_096, 419_168),
+    ] {
+        let p = params(chip);
+        // Independent of max_unique and batch (the probe's budget did not move with them).
+        for (batch, unique) in [(256, 256), (64, 8), (4096, 1024)] {
+            let ok = compile_check(&wide(ProgramKind::GradSgd, largest, batch, unique), &p);
+            assert!(ok.compiles, "{chip} {largest}: {}", ok.message);
+            let v = compile_check(&wide(ProgramKind::GradSgd, largest + 8, batch, unique), &p);
+            assert_eq!(v.class, VerdictClass::VmemWindow, "{chip}: {}", v.message);
+            assert_eq!(v.row_window_bytes, 32 * (largest + 9));
+            assert_eq!(v.row_window_bytes_available, offered);
+            assert!(
+                v.message.contains(&format!("scratchpad allocation size is {offered}")),
+                "{}",
+                v.message
+            );
+            assert!(
+                v.message
+                    .contains(&format!("Lower the embedding dim to at most {largest}")),
+                "{}",
+                v.message
+            );
+        }
+    }
+    // Probed: 16384 fails on all three chips, 8192 on v6e; v5p compiles 12288.
+    assert!(compile_check(&wide(ProgramKind::GradSgd, 12_288, 256, 256), &params("v5p")).compiles);
+    for chip in ["v5p", "v6e", "tpu7x"] {
+        assert!(!compile_check(&wide(ProgramKind::GradSgd, 16_384, 256, 256), &params(chip)).compiles);
+    }
+    assert!(!compile_check(&wide(ProgramKind::GradSgd, 8_192, 256, 256), &params("v6e")).compiles);
+}
+
+#[test]
+fn the_fused_lookup_has_no_width_limit() {
+    // The lookup's gather splits rows into column windows: v6e (the smallest TileSpmem) compiles
+    // dim 32768 and, with a small vocabulary, 262144 (probed).
+    for dim in [32_768, 262_144] {
+        let v = compile_check(&wide(ProgramKind::Fwd, dim, 256, 256), &params("v6e"));
+        assert!(v.compiles, "{}", v.message);
+        assert_eq!(v.row_window_bytes, 0);
+    }
+}
+
+#[test]
+fn the_activation_scatter_needs_whole_rows() {
+    // Scatter from 32 x max_unique + 2 x sample_count + 880 x SCs + Spmem constant > TileSpmem.
+    // v6e, batch 256 (sample_count 128): 32 x 8096 + 256 + 1760 + 1024 = 262112 (fused, compiles
+    // at dim 4096); 32 x 8104 + ... = 262368 (scatter).
     let v6e = params("v6e");
-    assert!(compile_check(&case(16_384), &v6e).compiles);
-    let v = compile_check(&case(32_768), &v6e);
-    assert_eq!(v.class, VerdictClass::VmemWindow, "{}", v.message);
-    assert_eq!(v.row_window_bytes, 262_144);
-    assert!(
-        v.message.contains("Lower the embedding dim to at most 32752"),
-        "{}",
-        v.message
+    assert!(compile_check(&wide(ProgramKind::Fwd, 4_096, 256, 8_096), &v6e).compiles);
+    assert_eq!(
+        compile_check(&wide(ProgramKind::Fwd, 4_096, 256, 8_104), &v6e).class,
+        VerdictClass::VmemWindow
     );
-    assert!(compile_check(&case(32_768), &params("v5p")).compiles);
-    assert!(compile_check(&case(32_768), &params("tpu7x")).compiles);
+    // The scatter window: (2 x lanes + sample_count / 16) x pd x 4 + 8 x lanes <= TileSpmem + 32.
+    // v6e batch 256: (16 + 8) x 4 x pd + 64 <= 262144 -> pd <= 2730 -> 2728 (probed 2728 / 2736).
+    // v6e batch 1024: (16 + 32) x 4 x pd + 64 <= 262144 -> 1365 -> 1360 (probed 1360 / 1368).
+    // v5p batch 256 (sample_count 64): (16 + 4) x 4 x pd + 64 <= 524160 -> 6551.2 -> 6544 (probed
+    // 6544 / 6560). tpu7x batch 256: (32 + 8) x 4 x pd + 128 <= 524064 -> 3274.6 -> 3272 (probed
+    // 3264 / 3280).
+    for (chip, batch, unique, largest) in [
+        ("v6e", 256, 8_192, 2_728u64),
+        ("v6e", 1_024, 8_192, 1_360),
+        ("v5p", 256, 16_384, 6_544),
+        ("tpu7x", 256, 16_384, 3_272),
+    ] {
+        let p = params(chip);
+        let ok = compile_check(&wide(ProgramKind::Fwd, largest, batch, unique), &p);
+        assert!(ok.compiles, "{chip} {largest}: {}", ok.message);
+        let v = compile_check(&wide(ProgramKind::Fwd, largest + 8, batch, unique), &p);
+        assert_eq!(v.class, VerdictClass::VmemWindow, "{chip}: {}", v.message);
+        assert!(
+            v.message
+                .contains(&format!("or the embedding dim to at most {largest}")),
+            "{}",
+            v.message
+        );
+        // Lowering max_unique back to the fused lookup is the other way out.
+        assert!(
+            v.largest_max_unique > 0 && v.largest_max_unique < unique,
+            "{}",
+            v.message
+        );
+        assert!(compile_check(&wide(ProgramKind::Fwd, largest + 8, batch, v.largest_max_unique), &p).compiles);
+    }
+    // At max_unique 8192 v5p and tpu7x keep the fused lookup (probed: dim 8192 compiles).
+    for chip in ["v5p", "tpu7x"] {
+        assert!(compile_check(&wide(ProgramKind::Fwd, 8_192, 256, 8_192), &params(chip)).compiles);
+    }
 }

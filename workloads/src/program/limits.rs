@@ -27,6 +27,7 @@ pub fn check(p: &Plan, work: &RunWork) -> LimitsOutcome {
         num_sc_per_device: p.sc_per_device as u64,
         tilespmem_bytes: spec.sc_tilespmem_bytes_available,
         spmem_fixed_overhead_bytes: spec.sc_spmem_fixed_overhead_bytes,
+        simd_lanes_f32: u64::from(spec.sc_simd_lanes_f32),
     };
     let mut out = LimitsOutcome::default();
     for st in &p.stacks {
