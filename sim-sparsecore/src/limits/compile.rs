@@ -44,6 +44,13 @@
 //! grad_sgd widths that are not a multiple of 8 fail E3001 (no vector split), not modelled here;
 //! nor is the row check with max_ids far above max_unique at wide rows (v6e, dim 4096, max_ids
 //! 65536, max_unique 8096: the compiler's Row bytes are max_unique x (dim + 1) x 4, not / 8).
+//!
+//! Checked against 136 probes of the compiler (testdata/limits/window_probes.jsonl, written by
+//! tools/sc-window-probe): 121 agree. Of the 15 that do not, two show the fwd trigger above is
+//! incomplete: at wide rows the switch to the scatter comes earlier (v5p at 15608 / 15616 for dim
+//! 8192, tpu7x at 15680 / 15688 for dim 4096), so it depends on the width too; and at batch 4096
+//! the v6e scatter window edge is 960 / 968, not the 448 / 456 the share term gives. In both the
+//! verdict here is "compiles" where the compiler fails. The test lists each disagreement.
 
 use serde::{Deserialize, Serialize};
 use sim_core::units::{bytes, bytes_of};
