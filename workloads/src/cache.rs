@@ -4,7 +4,8 @@
 //! seeded by (seed, step, feature), so the ids of a batch of R rows are the first R rows of any larger
 //! batch. One generation at the largest batch per chip serves every smaller one by slicing. Step work
 //! depends only on the SparseCore part of the workload, its preprocessing spec and the ids, so chips
-//! with the same SparseCore layout (v4 and v5p) share it.
+//! with the same preprocessing spec and batch per chip (v4 and v5p; tpu7x x N and v6e x 2N) share it,
+//! and the hottest id of a batch is shared by every configuration with that batch per chip.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -26,7 +27,12 @@ struct Inner {
     ids: Mutex<HashMap<(String, u32), Arc<BatchIds>>>,
     /// (work fingerprint, step) -> step work.
     work: Mutex<HashMap<(String, u32), Arc<StepWork>>>,
+    /// (SparseCore workload fingerprint, step) -> the hottest id of the chip's batch.
+    hottest: Mutex<HashMap<(String, u32), Hottest>>,
 }
+
+/// The id held by the most samples: table, id, samples.
+type Hottest = Option<(String, i32, u64)>;
 
 impl std::fmt::Debug for RunCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,6 +114,19 @@ impl RunCache {
             m.insert(key, sw.clone());
         }
         Ok(sw)
+    }
+
+    /// The hottest id of a step's batch keyed by what it depends on; `compute` runs on a miss.
+    pub fn hottest_id(&self, fingerprint: &str, step: u32, compute: impl FnOnce() -> Hottest) -> Hottest {
+        let key = (fingerprint.to_string(), step);
+        if let Some(h) = self.inner.hottest.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return h;
+        }
+        let h = compute();
+        if let Ok(mut m) = self.inner.hottest.lock() {
+            m.insert(key, h.clone());
+        }
+        h
     }
 }
 
