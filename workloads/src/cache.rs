@@ -5,13 +5,15 @@
 //! batch. One generation at the largest batch per chip serves every smaller one by slicing. Step work
 //! depends only on the SparseCore part of the workload, its preprocessing spec and the ids, so chips
 //! with the same preprocessing spec and batch per chip (v4 and v5p; tpu7x x N and v6e x 2N) share it,
-//! and the hottest id of a batch is shared by every configuration with that batch per chip.
+//! and the hottest id of a batch is shared by every configuration with that batch per chip. Task graphs
+//! of one shape are rebuilt in place run after run (only durations differ).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sim_sparsecore::preprocess::{BatchIds, FeatureIds};
 
+use crate::program::graph::StepGraph;
 use crate::spec::{IdDist, Workload, WorkloadError};
 use crate::stepwork::StepWork;
 
@@ -29,6 +31,8 @@ struct Inner {
     work: Mutex<HashMap<(String, u32), Arc<StepWork>>>,
     /// (SparseCore workload fingerprint, step) -> the hottest id of the chip's batch.
     hottest: Mutex<HashMap<(String, u32), Hottest>>,
+    /// Graph shape key -> task graphs of finished runs, rebuilt in place by the next runs.
+    graphs: Mutex<HashMap<String, Vec<StepGraph>>>,
 }
 
 /// The id held by the most samples: table, id, samples.
@@ -114,6 +118,18 @@ impl RunCache {
             m.insert(key, sw.clone());
         }
         Ok(sw)
+    }
+
+    /// A finished run's task graph of this shape, to rebuild in place (None: build one).
+    pub fn take_graph(&self, shape: &str) -> Option<StepGraph> {
+        self.inner.graphs.lock().ok()?.get_mut(shape)?.pop()
+    }
+
+    /// Keeps a finished run's task graph for the next run of its shape (one per concurrent run).
+    pub fn keep_graph(&self, shape: String, g: StepGraph) {
+        if let Ok(mut m) = self.inner.graphs.lock() {
+            m.entry(shape).or_default().push(g);
+        }
     }
 
     /// The hottest id of a step's batch keyed by what it depends on; `compute` runs on a miss.
