@@ -4,7 +4,8 @@
 
 use proptest::prelude::*;
 use sim_sparsecore::preprocess::{
-    preprocess, BatchIds, Combiner, FeatureIds, FeatureSpec, Options, PreprocessSpec, StackOutput, TableSpec,
+    preprocess, preprocess_or_drop, BatchIds, Combiner, FeatureIds, FeatureSpec, LimitExceeded, Options,
+    PreprocessError, PreprocessOutput, PreprocessSpec, StackOutput, TableSpec,
 };
 
 proptest! {
@@ -68,43 +69,7 @@ proptest! {
         max_len in 1usize..80,
         seed in any::<u64>(),
     ) {
-        let gdev = ldev * g_extra;
-        let rows = rows_per_sc * (nsc * gdev) as usize;
-        let mut x = seed | 1;
-        let mut next = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
-        let combiner = if sqrtn { Combiner::Sqrtn } else { Combiner::Sum };
-        let tables: Vec<TableSpec> = vocabs.iter().enumerate().map(|(i, &v)| TableSpec {
-            name: format!("t{i}"), vocabulary_size: v, embedding_dim: 8, combiner,
-            max_ids_per_partition: limit, max_unique_ids_per_partition: unique_limit,
-            suggested_coo_buffer_size_per_device: suggested,
-        }).collect();
-        let mut features = Vec::new();
-        let mut ids = BatchIds::new();
-        for (i, &v) in vocabs.iter().enumerate() {
-            // Two features on the first table; skewed ids so some columns repeat within a row.
-            for k in 0..if i == 0 { 2 } else { 1 } {
-                let name = format!("f{i}_{k}");
-                let mut values = Vec::new();
-                let mut splits = vec![0usize];
-                for _ in 0..rows {
-                    let len = (next() % (max_len as u64 + 1)) as usize;
-                    for _ in 0..len {
-                        let r = next();
-                        let id = if r % 3 == 0 { r % 4 } else { (r >> 8) % v };
-                        values.push(id as i32);
-                    }
-                    splits.push(values.len());
-                }
-                let weights = weighted.then(|| values.iter().map(|_| (next() % 5) as f32 * 0.5).collect());
-                features.push(FeatureSpec { name: name.clone(), table: format!("t{i}"), input_shape: vec![rows as u64, max_len as u64] });
-                ids.insert(name, FeatureIds { values, row_splits: splits, weights });
-            }
-        }
-        let spec = PreprocessSpec {
-            num_sc_per_device: nsc, local_device_count: ldev, global_device_count: gdev,
-            allow_id_dropping: drop, enable_minibatching: mb,
-            tables, features, stacks: vec![], stack_limits: Default::default(),
-        };
+        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
         let full = preprocess(&spec, &ids, Options::default());
         let counted = preprocess(&spec, &ids, Options { stats_only: true });
         match (full, counted) {
@@ -121,5 +86,140 @@ proptest! {
             (Err(a), Err(b)) => prop_assert_eq!(a, b),
             (a, b) => prop_assert!(false, "full {:?} vs counted {:?}", a.map(|_| ()), b.map(|_| ())),
         }
+    }
+}
+
+/// A random multi-stack case: the spec and its ids.
+#[allow(clippy::too_many_arguments)]
+fn case(
+    nsc: u32,
+    ldev: u32,
+    g_extra: u32,
+    vocabs: &[u64],
+    (limit, unique_limit): (u32, u32),
+    (drop, mb, sqrtn, weighted): (bool, bool, bool, bool),
+    suggested: Option<u64>,
+    rows_per_sc: usize,
+    max_len: usize,
+    seed: u64,
+) -> (PreprocessSpec, BatchIds) {
+    let gdev = ldev * g_extra;
+    let rows = rows_per_sc * (nsc * gdev) as usize;
+    let mut x = seed | 1;
+    let mut next = move || {
+        x ^= x << 13;
+        x ^= x >> 7;
+        x ^= x << 17;
+        x
+    };
+    let combiner = if sqrtn { Combiner::Sqrtn } else { Combiner::Sum };
+    let tables: Vec<TableSpec> = vocabs
+        .iter()
+        .enumerate()
+        .map(|(i, &v)| TableSpec {
+            name: format!("t{i}"),
+            vocabulary_size: v,
+            embedding_dim: 8,
+            combiner,
+            max_ids_per_partition: limit,
+            max_unique_ids_per_partition: unique_limit,
+            suggested_coo_buffer_size_per_device: suggested,
+        })
+        .collect();
+    let mut features = Vec::new();
+    let mut ids = BatchIds::new();
+    for (i, &v) in vocabs.iter().enumerate() {
+        // Two features on the first table; skewed ids so some columns repeat within a row.
+        for k in 0..if i == 0 { 2 } else { 1 } {
+            let name = format!("f{i}_{k}");
+            let mut values = Vec::new();
+            let mut splits = vec![0usize];
+            for _ in 0..rows {
+                let len = (next() % (max_len as u64 + 1)) as usize;
+                for _ in 0..len {
+                    let r = next();
+                    let id = if r % 3 == 0 { r % 4 } else { (r >> 8) % v };
+                    values.push(id as i32);
+                }
+                splits.push(values.len());
+            }
+            let weights = weighted.then(|| values.iter().map(|_| (next() % 5) as f32 * 0.5).collect());
+            features.push(FeatureSpec {
+                name: name.clone(),
+                table: format!("t{i}"),
+                input_shape: vec![rows as u64, max_len as u64],
+            });
+            ids.insert(
+                name,
+                FeatureIds {
+                    values,
+                    row_splits: splits,
+                    weights,
+                },
+            );
+        }
+    }
+    let spec = PreprocessSpec {
+        num_sc_per_device: nsc,
+        local_device_count: ldev,
+        global_device_count: gdev,
+        allow_id_dropping: drop,
+        enable_minibatching: mb,
+        tables,
+        features,
+        stacks: vec![],
+        stack_limits: Default::default(),
+    };
+    (spec, ids)
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig::with_cases(256))]
+    /// `preprocess_or_drop` is `preprocess`, or where that fails on a limit, `preprocess` with
+    /// dropping and that limit: both paths, errors included.
+    #[test]
+    fn preprocess_or_drop_is_preprocess_then_dropping(
+        nsc in prop_oneof![Just(1u32), Just(2), Just(4)],
+        ldev in prop_oneof![Just(1u32), Just(2)],
+        g_extra in prop_oneof![Just(1u32), Just(2)],
+        vocabs in proptest::collection::vec(1u64..3000, 1..4),
+        limit in 1u32..300,
+        unique_limit in 1u32..300,
+        drop in any::<bool>(),
+        mb in any::<bool>(),
+        sqrtn in any::<bool>(),
+        weighted in any::<bool>(),
+        suggested in proptest::option::of(1u64..4000),
+        rows_per_sc in 1usize..40,
+        max_len in 1usize..80,
+        seed in any::<u64>(),
+        stats_only in any::<bool>(),
+    ) {
+        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
+        let opts = Options { stats_only };
+        let reference = match preprocess(&spec, &ids, opts) {
+            Ok(o) => Ok((o, None)),
+            Err(PreprocessError::LimitExceeded(e)) => {
+                let mut dropping = spec.clone();
+                dropping.allow_id_dropping = true;
+                preprocess(&dropping, &ids, opts).map(|o| (o, Some(e)))
+            }
+            Err(e) => Err(e),
+        };
+        // Gains compared by bits: padding holds NaN.
+        let bits = |r: Result<(PreprocessOutput, Option<LimitExceeded>), PreprocessError>| {
+            r.map(|(o, e)| {
+                let stacks: Vec<_> = o
+                    .stacks
+                    .into_iter()
+                    .map(|(n, s)| {
+                        let gains: Vec<u32> = s.gains.iter().map(|g| g.to_bits()).collect();
+                        (n, StackOutput { gains: vec![], ..s }, gains)
+                    })
+                    .collect();
+                (stacks, e)
+            })
+        };
+        prop_assert_eq!(bits(preprocess_or_drop(&spec, &ids, opts)), bits(reference));
     }
 }

@@ -4,13 +4,16 @@
 //! seeded by (seed, step, feature), so the ids of a batch of R rows are the first R rows of any larger
 //! batch. One generation at the largest batch per chip serves every smaller one by slicing. Step work
 //! depends only on the SparseCore part of the workload, its preprocessing spec and the ids, so chips
-//! with the same SparseCore layout (v4 and v5p) share it.
+//! with the same preprocessing spec and batch per chip (v4 and v5p; tpu7x x N and v6e x 2N) share it,
+//! and the hottest id of a batch is shared by every configuration with that batch per chip. Task graphs
+//! of one shape are rebuilt in place run after run (only durations differ).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
 use sim_sparsecore::preprocess::{BatchIds, FeatureIds};
 
+use crate::program::graph::StepGraph;
 use crate::spec::{IdDist, Workload, WorkloadError};
 use crate::stepwork::StepWork;
 
@@ -26,7 +29,14 @@ struct Inner {
     ids: Mutex<HashMap<(String, u32), Arc<BatchIds>>>,
     /// (work fingerprint, step) -> step work.
     work: Mutex<HashMap<(String, u32), Arc<StepWork>>>,
+    /// (SparseCore workload fingerprint, step) -> the hottest id of the chip's batch.
+    hottest: Mutex<HashMap<(String, u32), Hottest>>,
+    /// Graph shape key -> task graphs of finished runs, rebuilt in place by the next runs.
+    graphs: Mutex<HashMap<String, Vec<StepGraph>>>,
 }
+
+/// The id held by the most samples: table, id, samples.
+type Hottest = Option<(String, i32, u64)>;
 
 impl std::fmt::Debug for RunCache {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
@@ -108,6 +118,31 @@ impl RunCache {
             m.insert(key, sw.clone());
         }
         Ok(sw)
+    }
+
+    /// A finished run's task graph of this shape, to rebuild in place (None: build one).
+    pub fn take_graph(&self, shape: &str) -> Option<StepGraph> {
+        self.inner.graphs.lock().ok()?.get_mut(shape)?.pop()
+    }
+
+    /// Keeps a finished run's task graph for the next run of its shape (one per concurrent run).
+    pub fn keep_graph(&self, shape: String, g: StepGraph) {
+        if let Ok(mut m) = self.inner.graphs.lock() {
+            m.entry(shape).or_default().push(g);
+        }
+    }
+
+    /// The hottest id of a step's batch keyed by what it depends on; `compute` runs on a miss.
+    pub fn hottest_id(&self, fingerprint: &str, step: u32, compute: impl FnOnce() -> Hottest) -> Hottest {
+        let key = (fingerprint.to_string(), step);
+        if let Some(h) = self.inner.hottest.lock().ok().and_then(|m| m.get(&key).cloned()) {
+            return h;
+        }
+        let h = compute();
+        if let Ok(mut m) = self.inner.hottest.lock() {
+            m.insert(key, h.clone());
+        }
+        h
     }
 }
 

@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 
 use sim_sparsecore::model::ScWork;
 use sim_sparsecore::preprocess::{
-    preprocess, BatchIds, FeatureIds, Options, PreprocessError, PreprocessSpec, StackOutput,
+    preprocess, preprocess_or_drop, BatchIds, FeatureIds, Options, PreprocessSpec, StackOutput,
 };
 
 use sim_core::summary::RuntimeVerdict;
@@ -164,39 +164,23 @@ fn classify(s: &mut StackStep) {
     s.runtime = s.runtime.max(counted);
 }
 
-/// Vocabulary-dimension minibatching: jax-tpu-embedding's algorithm as it is.
+/// Vocabulary-dimension minibatching: jax-tpu-embedding's algorithm as it is. Where the library
+/// would abort on a limit, the timing goes on as if the ids over the limit were dropped.
 fn vocabulary_step(spec: &PreprocessSpec, batch: &BatchIds) -> Result<Vec<(String, StackStep)>, WorkloadError> {
-    match preprocess(spec, batch, Options { stats_only: true }) {
-        Ok(o) => Ok(o
-            .stacks
-            .iter()
-            .map(|(n, s)| {
-                let mut st = stack_step(s);
-                classify(&mut st);
-                (n.clone(), st)
-            })
-            .collect()),
-        Err(PreprocessError::LimitExceeded(e)) => {
-            // The library would abort; the timing goes on as if the ids over the limit were dropped.
-            let mut dropping = spec.clone();
-            dropping.allow_id_dropping = true;
-            let o = preprocess(&dropping, batch, Options { stats_only: true })
-                .map_err(|e| WorkloadError::Run(e.to_string()))?;
-            Ok(o.stacks
-                .iter()
-                .map(|(n, s)| {
-                    let mut st = stack_step(s);
-                    if *n == e.stack {
-                        st.runtime = RuntimeVerdict::WouldAbort;
-                        st.message = e.to_string();
-                    }
-                    classify(&mut st);
-                    (n.clone(), st)
-                })
-                .collect())
-        }
-        Err(e) => Err(WorkloadError::Run(e.to_string())),
-    }
+    let (o, exceeded) =
+        preprocess_or_drop(spec, batch, Options { stats_only: true }).map_err(|e| WorkloadError::Run(e.to_string()))?;
+    Ok(o.stacks
+        .iter()
+        .map(|(n, s)| {
+            let mut st = stack_step(s);
+            if let Some(e) = exceeded.as_ref().filter(|e| e.stack == *n) {
+                st.runtime = RuntimeVerdict::WouldAbort;
+                st.message = e.to_string();
+            }
+            classify(&mut st);
+            (n.clone(), st)
+        })
+        .collect())
 }
 
 /// Sample-dimension minibatching: each stack takes the fewest sample groups (powers of two, up to

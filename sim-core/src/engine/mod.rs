@@ -210,6 +210,9 @@ pub enum EngineError {
     /// A resource was given zero capacity.
     #[error("resource '{0}' has zero capacity")]
     ZeroCapacity(String),
+    /// Replacement resources differ in number or kind from the engine's.
+    #[error("the replacement resources differ in number or kind")]
+    ResourcesDiffer,
 }
 
 /// A task graph over resources, ready to run.
@@ -340,6 +343,63 @@ impl Engine {
     /// Number of tasks.
     pub fn task_count(&self) -> usize {
         self.tasks.len()
+    }
+
+    /// The `i`-th task added.
+    pub fn task_at(&self, i: usize) -> Option<TaskId> {
+        self.ids.get(i).copied()
+    }
+
+    /// Number of dependencies.
+    pub fn dep_count(&self) -> usize {
+        self.deps.len()
+    }
+
+    /// The `k`-th dependency added: (before, after).
+    pub fn dependency(&self, k: usize) -> Option<(TaskId, TaskId)> {
+        self.deps
+            .get(k)
+            .map(|&(a, b)| (self.ids[a as usize], self.ids[b as usize]))
+    }
+
+    /// Replaces every resource's parameters, keeping tasks and dependencies: as many resources, each
+    /// of the same kind. Occupy durations were converted with the old clocks: replace those tasks too.
+    pub fn replace_resources(&mut self, resources: &[Resource]) -> Result<(), EngineError> {
+        let same_kinds = resources.len() == self.resources.len()
+            && resources.iter().zip(&self.resources).all(|(a, b)| {
+                matches!(
+                    (a, b),
+                    (Resource::Unit { .. }, Resource::Unit { .. })
+                        | (Resource::Bandwidth { .. }, Resource::Bandwidth { .. })
+                )
+            });
+        if !same_kinds {
+            return Err(EngineError::ResourcesDiffer);
+        }
+        for r in resources {
+            let zero = match r {
+                Resource::Unit { clock, servers, .. } => clock.hz == 0 || *servers == 0,
+                Resource::Bandwidth { bytes_per_s, .. } => *bytes_per_s == 0,
+            };
+            if zero {
+                let t = r.track();
+                return Err(EngineError::ZeroCapacity(format!("{}/{}", t.process, t.thread)));
+            }
+        }
+        self.resources = resources.to_vec();
+        Ok(())
+    }
+
+    /// Replaces a task's demand and what is shown for it, keeping its dependencies, so a graph of
+    /// the same structure runs again with other durations without being rebuilt. A demand naming a
+    /// bad resource makes [`Engine::run`] fail, as with [`Engine::add_task`].
+    pub fn replace_task(&mut self, id: TaskId, task: Task) -> Result<(), EngineError> {
+        let i = run::dense_index(self.ids.len(), id)
+            .filter(|&i| self.ids[i as usize] == id)
+            .ok_or(EngineError::UnknownTask)? as usize;
+        run::replace(self, i, &task);
+        self.tasks[id] = task;
+        Ok(())
     }
 
     /// Runs the graph to completion and returns per-task times, busy times and the recording.

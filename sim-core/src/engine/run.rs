@@ -174,6 +174,32 @@ impl Dense {
     }
 }
 
+/// Replaces task `i`'s dense record (its cap slot reused) and, when the run-ready graph is built,
+/// its node: dependencies, and so pending counts and successors, are unchanged.
+pub(crate) fn replace(engine: &mut Engine, i: usize, task: &super::Task) {
+    let old = engine.dense[i];
+    let old_cap = (old.kind_res >> 30 == K_TRANSFER && old.extra != NO_CAP).then_some(old.extra);
+    let mut d = match Dense::of(task, engine) {
+        Ok(d) => d,
+        Err(e) => {
+            engine.first_error.get_or_insert(e);
+            Dense::WAIT
+        }
+    };
+    if let (Some(slot), true) = (old_cap, d.kind_res >> 30 == K_TRANSFER && d.extra != NO_CAP) {
+        // The new cap went to the end of `caps`: move it into the old slot.
+        if let Some(c) = engine.caps.pop() {
+            engine.caps[slot as usize] = c;
+            d.extra = slot;
+        }
+    }
+    engine.dense[i] = d;
+    if let Some(t) = engine.template.get_mut() {
+        t.nodes[i].amount_or_end = d.amount;
+        t.nodes[i].kind_res = d.kind_res;
+    }
+}
+
 /// Heap payload (`what`): a task index for a finish, or `BW_FLAG | resource` for a bandwidth
 /// check (valid only if its sequence number is the resource's latest).
 const BW_FLAG: u32 = 1 << 31;

@@ -161,3 +161,42 @@ fn runs_reuse_the_graph_until_it_changes() {
     assert_eq!(r.end(b), Some(SimTime(500_000)));
     assert_eq!(r.start(a), Some(SimTime(500_000)));
 }
+
+#[test]
+fn replaced_tasks_and_resources_run_as_a_fresh_graph() {
+    // Two builds of one structure with other durations, caps and rates.
+    let build = |scale: u64| {
+        let mut e = Engine::new();
+        let u = e
+            .add_unit("chip", "u", Clock::from_mhz(1000 * scale), QueuePolicy::Fifo)
+            .unwrap();
+        let bw = e.add_bandwidth("chip", "bw", 1_000_000_000 * scale).unwrap();
+        let a = e.add_task(Task::occupy(u, 100 * scale).name(format!("a{scale}")));
+        let b = e.add_task(Task::transfer(bw, 5000 * scale).cap(400_000_000 * scale));
+        let c = e.add_task(Task::transfer(bw, 3000));
+        let d = e.add_task(Task::delay(SimTime(7 * scale)));
+        e.add_dep(a, b).unwrap();
+        e.add_dep(a, c).unwrap();
+        e.add_dep(b, d).unwrap();
+        e
+    };
+    let mut old = build(1);
+    old.run().unwrap();
+    let fresh = build(3);
+    old.replace_resources(fresh.resources()).unwrap();
+    for i in 0..fresh.task_count() {
+        let id = fresh.task_at(i).unwrap();
+        old.replace_task(id, fresh.task(id).unwrap().clone()).unwrap();
+    }
+    let (r, f) = (old.run().unwrap(), fresh.run().unwrap());
+    assert_eq!((r.makespan, r.events), (f.makespan, f.events));
+    assert_eq!(r.recorder.spans, f.recorder.spans);
+    assert_eq!(r.recorder.counters, f.recorder.counters);
+    // Other resources are refused.
+    let mut other = Engine::new();
+    other.add_unit("chip", "u", ghz(), QueuePolicy::Fifo).unwrap();
+    assert_eq!(
+        old.replace_resources(other.resources()),
+        Err(EngineError::ResourcesDiffer)
+    );
+}

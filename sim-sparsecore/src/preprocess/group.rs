@@ -53,19 +53,23 @@ pub(super) struct StackGroups {
     /// The counting pass cannot give exact statistics (ids would be dropped, or a column lies
     /// outside its column set): group again by sorting.
     pub needs_sort: bool,
+    /// With `report_limits`: the first limit the spec without dropping would have failed on.
+    pub violation: Option<LimitExceeded>,
 }
 
 fn round8(x: u64) -> u64 {
     x.div_ceil(ALIGNMENT as u64) * ALIGNMENT as u64
 }
 
-/// Extracts, sorts and groups one stack.
+/// Extracts, sorts and groups one stack. With `report_limits` (and a spec that drops ids), a
+/// limit the spec without dropping would fail on is recorded in `violation` instead.
 pub(super) fn group_stack(
     spec: &PreprocessSpec,
     stack: &Stack,
     features: &[&FeatureIds],
     buckets_on: bool,
     count_only: bool,
+    report_limits: bool,
 ) -> Result<StackGroups, PreprocessError> {
     let nsc = spec.num_sc_per_device as u64;
     let ldev = spec.local_device_count as u64;
@@ -103,6 +107,7 @@ pub(super) fn group_stack(
         split: 0,
         counted_only: count_only,
         needs_sort: false,
+        violation: None,
     };
     for d in 0..ldev {
         let work = |s: u64| -> Result<ScGroups, PreprocessError> {
@@ -182,7 +187,7 @@ pub(super) fn group_stack(
                 return Ok(out);
             }
             // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
-            if check_limits && !spec.allow_id_dropping {
+            if check_limits && (!spec.allow_id_dropping || report_limits) {
                 for (counts, kind, limit) in [
                     (&sc.ids, LimitKind::MaxIds, max_ids),
                     (&sc.unique, LimitKind::MaxUniqueIds, max_unique),
@@ -193,7 +198,7 @@ pub(super) fn group_stack(
                         .filter(|(_, &c)| c > limit)
                         .max_by_key(|(i, &c)| (c, std::cmp::Reverse(*i)))
                     {
-                        return Err(PreprocessError::LimitExceeded(LimitExceeded {
+                        let e = LimitExceeded {
                             stack: stack.name.clone(),
                             kind,
                             partition: (pos / buckets) as u32,
@@ -201,7 +206,13 @@ pub(super) fn group_stack(
                             sparsecore: s as u32,
                             observed,
                             limit,
-                        }));
+                        };
+                        if !report_limits {
+                            return Err(PreprocessError::LimitExceeded(e));
+                        }
+                        // The first one, as the failing run would report it; ids are dropped on.
+                        out.violation.get_or_insert(e);
+                        break;
                     }
                 }
             }

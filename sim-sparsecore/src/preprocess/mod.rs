@@ -135,6 +135,34 @@ pub struct Options {
 
 /// Preprocesses one batch of ids for every stack of the spec.
 pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Result<PreprocessOutput, PreprocessError> {
+    run(spec, ids, opts, false).map(|(o, _)| o)
+}
+
+/// [`preprocess`], or where it would fail on a limit, what it gives with `allow_id_dropping` set,
+/// with the limit it failed on: `Ok((output, None))` or `Ok((dropping output, Some(limit)))`. One
+/// grouping serves both, since the statistics before dropping are the same and dropping changes
+/// nothing where no limit is exceeded (the timing model goes on past a failing step this way).
+pub fn preprocess_or_drop(
+    spec: &PreprocessSpec,
+    ids: &BatchIds,
+    opts: Options,
+) -> Result<(PreprocessOutput, Option<LimitExceeded>), PreprocessError> {
+    if spec.allow_id_dropping {
+        return run(spec, ids, opts, false);
+    }
+    let mut dropping = spec.clone();
+    dropping.allow_id_dropping = true;
+    run(&dropping, ids, opts, true)
+}
+
+/// `preprocess`; with `report_limits` (a spec that drops ids), also the first limit the spec
+/// without dropping fails on.
+fn run(
+    spec: &PreprocessSpec,
+    ids: &BatchIds,
+    opts: Options,
+    report_limits: bool,
+) -> Result<(PreprocessOutput, Option<LimitExceeded>), PreprocessError> {
     spec.validate()?;
     for f in &spec.features {
         let fi = ids
@@ -172,9 +200,9 @@ pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Resul
         let results: Vec<Result<group::StackGroups, PreprocessError>> = stacks
             .par_iter()
             .map(|s| {
-                let g = group::group_stack(spec, s, &features, buckets_on, opts.stats_only)?;
+                let g = group::group_stack(spec, s, &features, buckets_on, opts.stats_only, report_limits)?;
                 if g.needs_sort {
-                    return group::group_stack(spec, s, &features, buckets_on, false);
+                    return group::group_stack(spec, s, &features, buckets_on, false, report_limits);
                 }
                 Ok(g)
             })
@@ -190,12 +218,14 @@ pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Resul
         grouped = group_all(true)?;
         split = grouped.iter().fold(0, |acc, g| acc | g.split);
     }
+    // The failing run stops at the first stack in order over a limit.
+    let violation = grouped.iter_mut().find_map(|g| g.violation.take());
     let filled: Vec<Result<StackOutput, PreprocessError>> = stacks
         .par_iter()
         .zip(grouped)
         .map(|(stack, g)| {
             let g = if g.counted_only && !group::counts_fit_buffer(spec, stack, &g)? {
-                group::group_stack(spec, stack, &features, buckets_on, false)?
+                group::group_stack(spec, stack, &features, buckets_on, false, false)?
             } else {
                 g
             };
@@ -206,7 +236,7 @@ pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, opts: Options) -> Resul
     for (stack, o) in stacks.iter().zip(filled) {
         out.stacks.push((stack.name.clone(), o?));
     }
-    Ok(out)
+    Ok((out, violation))
 }
 
 #[cfg(test)]

@@ -241,7 +241,7 @@ fn v6_two_features_with_transforms() {
         stack_embedding_dim: 8,
     };
     let feats = [&ids["a"], &ids["b"]];
-    let g = group::group_stack(&s, &stack, &feats, false, false).unwrap();
+    let g = group::group_stack(&s, &stack, &feats, false, false, false).unwrap();
     let o = group::fill_stack(&s, &stack, g, 0, Options::default()).unwrap();
     assert_eq!(o.max_ids_per_partition, [4, 2, 5, 6, 5, 3, 3, 5]);
     assert_eq!(o.max_unique_ids_per_partition, [3, 2, 4, 5, 4, 2, 3, 4]);
@@ -400,7 +400,7 @@ fn v12_rotation() {
         .into_iter()
         .collect();
     let feats = [&ids["f1"], &ids["f2"]];
-    let g = group::group_stack(&s, &st[0], &feats, false, false).unwrap();
+    let g = group::group_stack(&s, &st[0], &feats, false, false, false).unwrap();
     let o = group::fill_stack(&s, &st[0], g, 0, Options::default()).unwrap();
     assert_eq!(o.embedding_ids.len(), 4096);
     assert_eq!(o.row_pointers[0..3], [1, 9, 16]);

@@ -149,6 +149,39 @@ pub struct StepGraph {
     /// Each tile's compute cycles of a SparseCore pass, keyed by (SparseCore, step, forward?):
     /// trace detail; the pass itself occupies its SparseCore for the busiest tile's cycles.
     pub sc_tile_cycles: BTreeMap<(usize, usize, bool), Vec<u64>>,
+    /// While rebuilding a graph in place: the next task and dependency the builder must emit.
+    cursor: Option<Cursor>,
+}
+
+/// Where a rebuild in place stands: every task is replaced in the order it was added, every
+/// dependency checked against the one added there; any difference (`same` false) means another
+/// structure, and the graph is built afresh.
+#[derive(Clone, Copy, Debug)]
+struct Cursor {
+    task: usize,
+    dep: usize,
+    same: bool,
+}
+
+/// What decides a graph's structure (its tasks and dependencies, not their durations): graphs with
+/// the same key are rebuilt in place by [`rebuild`]. Rebuilding checks the structure, so a key that
+/// missed a difference costs a fresh build, never a wrong graph.
+pub fn shape_key(p: &Plan, dense: &DenseProgram) -> String {
+    let w = &p.w;
+    format!(
+        "{}/{:?}/{}/{}/{}/{}/{}/{}/{}/{}/{}",
+        w.steps,
+        w.pipelining,
+        w.host.prefetch,
+        p.spec().sparsecores_per_chip,
+        p.stacks.len(),
+        w.chips > 1,
+        dense.forward.len(),
+        dense.backward.len(),
+        dense.embedding_grads_ready,
+        dense.convert.is_some(),
+        dense.update.len()
+    )
 }
 
 /// The process the simulated chip's units are recorded under: "chip N", N the index of the chip
@@ -184,14 +217,48 @@ impl StepGraph {
             sim_core::engine::Demand::Occupy { unit, .. } => Some(unit),
             _ => None,
         };
-        let id = self.engine.add_task(t);
-        if let Some(stage) = stage {
-            self.info.insert(id, TaskInfo { stage, unit, launch_ps });
+        let id = match &mut self.cursor {
+            None => self.engine.add_task(t),
+            Some(c) => {
+                let at = c.task;
+                c.task += 1;
+                match self.engine.task_at(at) {
+                    Some(id) if c.same => {
+                        // The ids are those of a fresh build: same positions, same order.
+                        let _ = self.engine.replace_task(id, t);
+                        id
+                    }
+                    _ => {
+                        c.same = false;
+                        return TaskId::default();
+                    }
+                }
+            }
+        };
+        match stage {
+            Some(stage) => {
+                self.info.insert(id, TaskInfo { stage, unit, launch_ps });
+            }
+            None if self.cursor.is_some() && self.info.contains_key(&id) => self.mark_differs(),
+            None => {}
         }
         id
     }
 
+    fn mark_differs(&mut self) {
+        if let Some(c) = &mut self.cursor {
+            c.same = false;
+        }
+    }
+
     fn dep(&mut self, a: TaskId, b: TaskId) -> Result<(), WorkloadError> {
+        if let Some(c) = &mut self.cursor {
+            if self.engine.dependency(c.dep) != Some((a, b)) {
+                c.same = false;
+            }
+            c.dep += 1;
+            return Ok(());
+        }
         self.engine.add_dep(a, b).map_err(err)?;
         self.preds.entry(b).or_default().push(a);
         Ok(())
@@ -314,6 +381,44 @@ impl StepGraph {
 
 /// Builds every step's tasks.
 pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph, WorkloadError> {
+    rebuild(p, work, dense, None)
+}
+
+/// [`build`], rebuilding `old` (a graph of the same [`shape_key`]) in place when it has the same
+/// structure: its resources and tasks are replaced, its dependencies and run-ready form kept. The
+/// graph is the one `build` gives, task ids included; another structure is built afresh.
+pub fn rebuild(
+    p: &Plan,
+    work: &RunWork,
+    dense: &DenseProgram,
+    old: Option<StepGraph>,
+) -> Result<StepGraph, WorkloadError> {
+    if let Some(old) = old {
+        if let Some(g) = rebuild_in_place(p, work, dense, old)? {
+            return Ok(g);
+        }
+    }
+    emit(p, work, dense, None).map(|g| g.expect("a fresh build has no structure to differ from"))
+}
+
+/// `old` rebuilt in place as [`build`] would build the graph, or None when the structure differs.
+pub fn rebuild_in_place(
+    p: &Plan,
+    work: &RunWork,
+    dense: &DenseProgram,
+    old: StepGraph,
+) -> Result<Option<StepGraph>, WorkloadError> {
+    emit(p, work, dense, Some(old))
+}
+
+/// The builder: into a new engine, or replacing `old`'s tasks in order (None when its structure
+/// differs).
+fn emit(
+    p: &Plan,
+    work: &RunWork,
+    dense: &DenseProgram,
+    old: Option<StepGraph>,
+) -> Result<Option<StepGraph>, WorkloadError> {
     let w = &p.w;
     let spec = p.spec();
     let params = p.params();
@@ -341,6 +446,21 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
     let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
     let ici = e.add_bandwidth(&chip, "ICI", ici_bytes_per_s).map_err(err)?;
     let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
+    // Rebuilding: the resources just made replace the old graph's, whose tasks are then replaced.
+    let (e, preds, info, sc_tile_cycles, cursor) = match old {
+        Some(mut o) => {
+            if o.engine.replace_resources(e.resources()).is_err() {
+                return Ok(None);
+            }
+            let cursor = Cursor {
+                task: 0,
+                dep: 0,
+                same: true,
+            };
+            (o.engine, o.preds, o.info, o.sc_tile_cycles, Some(cursor))
+        }
+        None => (e, HashMap::new(), HashMap::new(), BTreeMap::new(), None),
+    };
     let mut g = StepGraph {
         engine: e,
         units: Units {
@@ -352,15 +472,16 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
             ici,
         },
         steps: Vec::new(),
-        preds: HashMap::new(),
-        info: HashMap::new(),
+        preds,
+        info,
         ici_bytes_per_s,
         launch_cycles,
         tc_clock_hz: tc_hz,
         collective_launch_ns: params.ici_collective_launch_ns,
         hop_latency_ns: params.ici_hop_latency_ns,
         chip_process: chip.clone(),
-        sc_tile_cycles: BTreeMap::new(),
+        sc_tile_cycles,
+        cursor,
     };
     let sc_dma_cap = ((sc.tile_dma_bytes_per_cycle * sc.tiles as f64 * sc.clock_hz as f64) as u64)
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
@@ -541,5 +662,13 @@ pub fn build(p: &Plan, work: &RunWork, dense: &DenseProgram) -> Result<StepGraph
             update_done,
         });
     }
-    Ok(g)
+    if let Some(c) = g.cursor.take() {
+        let all = c.task == g.engine.task_count() && c.dep == g.engine.dep_count();
+        // Every (SparseCore, step, direction) was written again: no key is left from the old graph.
+        let tiles = g.sc_tile_cycles.len() == 2 * g.units.scs.len() * g.steps.len();
+        if !(c.same && all && tiles) {
+            return Ok(None);
+        }
+    }
+    Ok(Some(g))
 }

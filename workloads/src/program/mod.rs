@@ -81,7 +81,14 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let plan = resolve::resolve(w, opts.chip_overrides.as_ref())?;
     let work = work::run_work(&plan, opts.cache.as_ref())?;
     let dense = dense::dense_program(&plan)?;
-    let graph = graph::build(&plan, &work, &dense)?;
+    // A sweep's runs of one shape rebuild one graph in place instead of building their own.
+    let shape = opts.cache.as_ref().map(|_| graph::shape_key(&plan, &dense));
+    let old = opts
+        .cache
+        .as_ref()
+        .zip(shape.as_deref())
+        .and_then(|(c, k)| c.take_graph(k));
+    let graph = graph::rebuild(&plan, &work, &dense, old)?;
     let run = graph.engine.run().map_err(|e| WorkloadError::Run(e.to_string()))?;
     let mut measured = measure::measure(&plan, &graph, run);
     add_tc_phase_spans(&mut measured.recorder, &dense, plan.model.clock_hz as u64);
@@ -89,6 +96,9 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         add_sc_tile_spans(&mut measured.recorder, &graph, &plan.sc);
     }
     add_window_span(&graph, plan.spec().hbm_bytes_per_s, &mut measured);
+    if let (Some(c), Some(k)) = (&opts.cache, shape) {
+        c.keep_graph(k, graph);
+    }
     add_staleness_flows(&mut measured.recorder, w);
     let limits = limits::check(&plan, &work);
     let mem = memory::size(&plan, &work, &dense, &limits);

@@ -83,12 +83,20 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
     }
     let spec = p.spec();
     let samples_per_sc = w.batch_per_chip() / spec.sparsecores_per_chip.max(1) as u64;
-    // Step work depends on the SparseCore workload (not on which chip) and its preprocessing spec.
-    let work_key = cache.and_then(|_| {
+    // Step work depends on the SparseCore workload and its preprocessing spec, and of the slice only
+    // on the batch per chip (the spec carries the partition count): configurations of other chips
+    // or chip counts with the same spec share it (tpu7x x N and v6e x 2N, v4 and v5p).
+    let sc_key = cache.map(|_| {
         let mut sc = p.sc_w.clone();
         sc.chip.clear();
-        serde_json::to_string(&(&sc, &p.pspec)).ok()
+        (sc.global_batch, sc.chips, sc.topology) = (sc.batch_per_chip(), 1, None);
+        sc
     });
+    let work_key = sc_key
+        .as_ref()
+        .and_then(|sc| serde_json::to_string(&(sc, &p.pspec)).ok());
+    // The hottest id depends on the SparseCore tables and features and the chip's batch only.
+    let hot_key = sc_key.as_ref().and_then(|sc| serde_json::to_string(sc).ok());
     // The batch of the step with the worst straggler, for its hottest id.
     let mut worst_batch = None;
     for step in 0..w.steps {
@@ -137,7 +145,7 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
             }
         }
         if new_worst {
-            worst_batch = Some(batch);
+            worst_batch = Some((step, batch));
         }
         out.steps.push(StepWork {
             per_stack: cw.per_stack,
@@ -153,8 +161,11 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
     }
     // The hottest id explains a straggler; it costs a pass over the batch, so only then, and once.
     if out.straggler.ratio > 1.25 {
-        if let Some(b) = &worst_batch {
-            out.straggler.hottest = crate::stepwork::hottest_id(&p.sc_w, b);
+        if let Some((step, b)) = &worst_batch {
+            out.straggler.hottest = match (cache, &hot_key) {
+                (Some(c), Some(key)) => c.hottest_id(key, *step, || crate::stepwork::hottest_id(&p.sc_w, b)),
+                _ => crate::stepwork::hottest_id(&p.sc_w, b),
+            };
         }
     }
     Ok(out)
