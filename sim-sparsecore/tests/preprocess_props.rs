@@ -57,6 +57,7 @@ proptest! {
         ldev in prop_oneof![Just(1u32), Just(2)],
         g_extra in prop_oneof![Just(1u32), Just(2)],
         vocabs in proptest::collection::vec(1u64..3000, 1..4),
+        stacked in any::<bool>(),
         limit in 1u32..300,
         unique_limit in 1u32..300,
         drop in any::<bool>(),
@@ -78,6 +79,8 @@ proptest! {
             max_ids_per_partition: limit, max_unique_ids_per_partition: unique_limit,
             suggested_coo_buffer_size_per_device: suggested,
         }).collect();
+        // One stack of every table (rotated shards, column offsets), or a stack per table.
+        let stacks = if stacked { vec![tables.iter().map(|t| t.name.clone()).collect()] } else { vec![] };
         let mut features = Vec::new();
         let mut ids = BatchIds::new();
         for (i, &v) in vocabs.iter().enumerate() {
@@ -103,7 +106,7 @@ proptest! {
         let spec = PreprocessSpec {
             num_sc_per_device: nsc, local_device_count: ldev, global_device_count: gdev,
             allow_id_dropping: drop, enable_minibatching: mb,
-            tables, features, stacks: vec![], stack_limits: Default::default(),
+            tables, features, stacks, stack_limits: Default::default(),
         };
         let full = preprocess(&spec, &ids, Options::default());
         let counted = preprocess(&spec, &ids, Options { stats_only: true });
