@@ -365,23 +365,20 @@ fn count_sc(
         needs_sort: false,
     };
     if drop_limits.is_none() {
-        // Without dropping only the counts matter: stamps count them in one swap per id.
-        let rows: u64 = stack
-            .features
-            .iter()
-            .map(|fis| features[fis.feature].rows() as u64 / (ldev * nsc))
-            .sum();
-        let vocab = stack.stack_vocab_size;
-        return tally::with_tally(vocab, total, rows, num_scs, buckets, |t| {
+        // Without dropping only the counts matter: a tally counts them in one pass.
+        return tally::with_tally(stack.stack_vocab_size, total, num_scs, buckets, false, |t| {
             for fis in &stack.features {
                 let f = features[fis.feature];
                 let n = f.rows() as u64 / (ldev * nsc);
                 let slice_start = (d * nsc + s) * n;
-                let (shift, offset) = (fis.col_shift as u32, fis.col_offset as u32);
+                let map = tally::ColumnMap {
+                    shift: fis.col_shift as u32,
+                    offset: fis.col_offset as u32,
+                };
                 let splits = &f.row_splits[slice_start as usize..=(slice_start + n) as usize];
                 for w in splits.windows(2) {
-                    t.next_row();
-                    if !t.add(&f.values[w[0]..w[1]], shift, offset) {
+                    let row = &f.values[w[0]..w[1]];
+                    if !t.add_rows(row, row.len(), map) {
                         g.needs_sort = true;
                         return g;
                     }

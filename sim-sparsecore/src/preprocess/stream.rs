@@ -19,7 +19,7 @@ use super::group::{self, ScGroups, StackGroups};
 use super::npy::{read_header, ElementKind};
 use super::spec::PreprocessSpec;
 use super::stacking::{build_stacks, Stack};
-use super::tally::with_tally;
+use super::tally::{with_tally, ColumnMap};
 use super::{Options, PreprocessError, PreprocessOutput, MINIBATCH_BUCKETS};
 
 /// Ids read at a time by one SparseCore (256 KiB: the block stays in cache while it is counted).
@@ -218,25 +218,33 @@ fn count_all(
         .map(|w| match *w {
             Work::Count { stack, d, s } => {
                 let stack = &stacks[stack];
-                let (mut rows, mut ids) = (0u64, 0u64);
-                for f in &stack.features {
-                    let n = members[f.feature].rows / (ldev * nsc);
-                    rows += n;
-                    ids += n * members[f.feature].valency;
-                }
-                with_tally(stack.stack_vocab_size, ids as usize, rows, num_scs, buckets, |t| {
+                let ids: u64 = stack
+                    .features
+                    .iter()
+                    .map(|f| members[f.feature].rows / (ldev * nsc) * members[f.feature].valency)
+                    .sum();
+                // Samples longer than a block come in parts, which only the hash table takes.
+                let parts = stack
+                    .features
+                    .iter()
+                    .any(|f| members[f.feature].valency as usize > BLOCK_IDS);
+                with_tally(stack.stack_vocab_size, ids as usize, num_scs, buckets, parts, |t| {
                     let mut pieces = Vec::with_capacity(stack.features.len());
                     for f in &stack.features {
                         let m = &members[f.feature];
                         let n = m.rows / (ldev * nsc);
                         let first = (d * nsc + s) * n;
-                        let (shift, offset) = (f.col_shift as u32, f.col_offset as u32);
+                        let map = ColumnMap {
+                            shift: f.col_shift as u32,
+                            offset: f.col_offset as u32,
+                        };
                         let valency = m.valency as usize;
-                        // Blocks hold whole rows when a row fits one; else `left` carries a row over.
+                        // Blocks hold whole samples unless one is longer than a block; then `left`
+                        // carries a sample over.
                         let mut left = 0usize;
                         let crc = read_rows(file, m, first, n, |mut ids| {
-                            if valency <= BLOCK_IDS {
-                                return t.add_rows(ids, valency, shift, offset);
+                            if !parts {
+                                return t.add_rows(ids, valency, map);
                             }
                             while !ids.is_empty() {
                                 if left == 0 {
@@ -244,7 +252,7 @@ fn count_all(
                                     left = valency;
                                 }
                                 let k = left.min(ids.len());
-                                if !t.add(&ids[..k], shift, offset) {
+                                if !t.add(&ids[..k], map) {
                                     return false;
                                 }
                                 ids = &ids[k..];

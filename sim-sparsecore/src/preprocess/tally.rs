@@ -1,139 +1,33 @@
 //! Counting one source SparseCore's statistics without sorting or dropping: per (partition, bucket)
 //! the ids after within-sample dedup and the unique columns.
 //!
-//! Each column keeps the stamp of the last sample (row) that held it. Stamps grow row after row and
-//! every unit of work starts above all earlier stamps (its `base`), so one swap per id answers both
-//! questions branch-free: the current row's stamp means a repeat within the sample, a stamp below
-//! the base means a column new to this SparseCore.
+//! Over a stack of modest size each column has two bits: "in the current sample" and "seen on this
+//! SparseCore". One read-modify-write per id gives both answers branch-free, and a second pass over
+//! the sample's ids clears the first bits. The table (a quarter byte per column) stays in cache and
+//! is reused thread by thread: fresh pages, each a fault and a zeroing, are few.
+//!
+//! Larger stacks, or samples cut across blocks, use a hash table from column to the stamp of the
+//! last sample that held it, stamps growing sample after sample: the current stamp means a repeat
+//! within the sample, none means a column new to the SparseCore.
 
 use std::cell::RefCell;
 
 use super::minibatch::bucket_of;
 
-/// Direct tables are used up to this many columns (256 MiB of stamps, touched only where ids land).
-const DIRECT_MAX_COLUMNS: u64 = 1 << 26;
-/// Direct tables this small are always fine, whatever the ids (4 MiB).
-const DIRECT_SMALL_COLUMNS: u64 = 1 << 20;
-/// Above that, a direct table needs at least one id per this many columns (pages it touches are
-/// then few against the ids), else a hash table sized to the columns seen is cheaper.
-const DIRECT_COLUMNS_PER_ID: u64 = 256;
+/// Two-bit tables up to this many columns (64 MiB)...
+const BITS_MAX_COLUMNS: u64 = 1 << 28;
+/// ...when they are this small (256 KiB)...
+const BITS_SMALL_COLUMNS: u64 = 1 << 20;
+/// ...or have at most this many columns per id (clearing the table costs columns / 4 bytes).
+const BITS_COLUMNS_PER_ID: u64 = 64;
 
-/// A per-thread direct table, reused from unit to unit: its stamps stay valid because `next` only grows.
-struct Direct {
-    stamps: Zeroed,
-    next: u32,
-}
-
-/// Zeroed u32s, on 2 MiB pages where the kernel offers them: a fresh page costs a fault (dear in a
-/// virtual machine), and a table spread over a large vocabulary would otherwise fault once per 4 KiB.
-#[cfg(target_os = "linux")]
-struct Zeroed {
-    ptr: std::ptr::NonNull<u32>,
-    len: usize,
-    map: *mut libc::c_void,
-    map_len: usize,
-}
-
-// SAFETY: Zeroed owns its mapping exclusively, as a Vec owns its buffer.
-#[cfg(target_os = "linux")]
-unsafe impl Send for Zeroed {}
-
-#[cfg(target_os = "linux")]
-impl Zeroed {
-    const HUGE: usize = 2 << 20;
-
-    const fn empty() -> Zeroed {
-        Zeroed {
-            ptr: std::ptr::NonNull::dangling(),
-            len: 0,
-            map: std::ptr::null_mut(),
-            map_len: 0,
-        }
-    }
-
-    fn new(len: usize) -> Zeroed {
-        let Some(bytes) = len.checked_mul(4).map(|b| b.next_multiple_of(Self::HUGE)) else {
-            std::alloc::handle_alloc_error(std::alloc::Layout::new::<u32>());
-        };
-        if len == 0 {
-            return Zeroed::empty();
-        }
-        // Room to align the start to a huge page, and whole huge pages after it.
-        let map_len = bytes + Self::HUGE;
-        // SAFETY: a fresh anonymous private mapping (zero-filled), checked for failure; the aligned
-        // start plus `bytes` lies inside it, and madvise only advises.
-        unsafe {
-            let map = libc::mmap(
-                std::ptr::null_mut(),
-                map_len,
-                libc::PROT_READ | libc::PROT_WRITE,
-                libc::MAP_PRIVATE | libc::MAP_ANONYMOUS,
-                -1,
-                0,
-            );
-            if map == libc::MAP_FAILED {
-                std::alloc::handle_alloc_error(std::alloc::Layout::from_size_align_unchecked(map_len, 4));
-            }
-            let aligned = (map as usize).next_multiple_of(Self::HUGE);
-            libc::madvise(aligned as *mut libc::c_void, bytes, libc::MADV_HUGEPAGE);
-            Zeroed {
-                ptr: std::ptr::NonNull::new_unchecked(aligned as *mut u32),
-                len,
-                map,
-                map_len,
-            }
-        }
-    }
-
-    fn len(&self) -> usize {
-        self.len
-    }
-
-    fn slice(&mut self, n: usize) -> &mut [u32] {
-        let n = n.min(self.len);
-        // SAFETY: n <= len u32s inside the live mapping (or dangling with n = 0), borrowed through self.
-        unsafe { std::slice::from_raw_parts_mut(self.ptr.as_ptr(), n) }
-    }
-}
-
-#[cfg(target_os = "linux")]
-impl Drop for Zeroed {
-    fn drop(&mut self) {
-        if self.map_len > 0 {
-            // SAFETY: the mapping made in `new`, unmapped once.
-            unsafe {
-                libc::munmap(self.map, self.map_len);
-            }
-        }
-    }
-}
-
-/// Zeroed u32s (elsewhere: a plain vector).
-#[cfg(not(target_os = "linux"))]
-struct Zeroed(Vec<u32>);
-
-#[cfg(not(target_os = "linux"))]
-impl Zeroed {
-    const fn empty() -> Zeroed {
-        Zeroed(Vec::new())
-    }
-
-    fn new(len: usize) -> Zeroed {
-        Zeroed(vec![0; len])
-    }
-
-    fn len(&self) -> usize {
-        self.0.len()
-    }
-
-    fn slice(&mut self, n: usize) -> &mut [u32] {
-        let n = n.min(self.0.len());
-        &mut self.0[..n]
-    }
-}
+/// Bit 0 of a column's pair: in the current sample; bit 1: seen on this SparseCore.
+const IN_ROW: u64 = 1;
+const PAIR: u64 = 3;
 
 thread_local! {
-    static DIRECT: RefCell<Direct> = const { RefCell::new(Direct { stamps: Zeroed::empty(), next: 1 }) };
+    /// A thread's two-bit table, reused from unit to unit (cleared for each).
+    static BITS: RefCell<Vec<u64>> = const { RefCell::new(Vec::new()) };
 }
 
 /// Column -> last stamp, open addressing; a slot is `stamp << 32 | (column + 1)`, 0 when empty.
@@ -168,20 +62,9 @@ impl Hashed {
     }
 }
 
-/// Where stamps live: the previous stamp of a column (0: never seen) as the new one is stored, or
-/// None for a column the table cannot hold.
-trait Stamps {
-    fn swap(&mut self, col: u32, stamp: u32) -> Option<u32>;
-}
-
-impl Stamps for [u32] {
-    #[inline(always)]
-    fn swap(&mut self, col: u32, stamp: u32) -> Option<u32> {
-        self.get_mut(col as usize).map(|s| std::mem::replace(s, stamp))
-    }
-}
-
-impl Stamps for Hashed {
+impl Hashed {
+    /// Stores `stamp` for `col` and returns the previous one (0: never seen), or None for a column
+    /// the table cannot hold.
     #[inline(always)]
     fn swap(&mut self, col: u32, stamp: u32) -> Option<u32> {
         let key = col.checked_add(1)?;
@@ -207,7 +90,7 @@ impl Stamps for Hashed {
 }
 
 enum Table<'a> {
-    Direct(&'a mut [u32]),
+    Bits(&'a mut [u64]),
     Hashed(Hashed),
 }
 
@@ -220,212 +103,294 @@ pub(super) struct Tally<'a> {
     pub unique: Vec<u32>,
     mask: u32,
     buckets: usize,
-    base: u32,
+    /// The current sample's stamp (hash table only).
     stamp: u32,
 }
 
 /// Partitions up to this many are counted in fixed arrays (no bounds checks in the hot loop).
 const SMALL_CELLS: usize = 64;
 
+/// A feature's map from ids to stack columns: rotation `shift`, column `offset`.
+#[derive(Clone, Copy)]
+pub(super) struct ColumnMap {
+    pub shift: u32,
+    pub offset: u32,
+}
+
+/// Calls `$body` with `$col_of`, the column map as a closure: with no rotation a column is
+/// id + offset ((id & mask) + (id & !mask) is the id itself), a loop of its own.
+macro_rules! with_col_of {
+    ($map:expr, $mask:expr, |$col_of:ident| $body:expr) => {{
+        let (shift, offset, mask) = ($map.shift, $map.offset, $mask);
+        if shift == 0 {
+            let $col_of = move |id: i32| (id as u32).wrapping_add(offset);
+            $body
+        } else {
+            let $col_of = move |id: i32| {
+                let id = id as u32;
+                (id.wrapping_add(shift) & mask)
+                    .wrapping_add(id & !mask)
+                    .wrapping_add(offset)
+            };
+            $body
+        }
+    }};
+}
+
 impl Tally<'_> {
-    /// Starts the next sample: ids added until the next call are deduplicated together.
-    #[inline]
+    /// Adds whole samples of `valency` ids each (`ids.len()` a multiple of it). False when a column
+    /// lies outside the table (the caller groups by sorting).
+    pub fn add_rows(&mut self, ids: &[i32], valency: usize, map: ColumnMap) -> bool {
+        if valency == 0 {
+            return true;
+        }
+        let cells = self.ids.len();
+        match &mut self.table {
+            Table::Bits(words) if self.buckets == 1 && cells <= SMALL_CELLS => {
+                // The common case: counts in fixed arrays, no buckets.
+                let mut cids = [0u32; SMALL_CELLS];
+                let mut cuniq = [0u32; SMALL_CELLS];
+                cids[..cells].copy_from_slice(&self.ids);
+                cuniq[..cells].copy_from_slice(&self.unique);
+                let ok = with_col_of!(map, self.mask, |col_of| {
+                    bits_rows::<false, SMALL_CELLS>(words, ids, valency, col_of, self.mask, 1, &mut cids, &mut cuniq)
+                });
+                self.ids.copy_from_slice(&cids[..cells]);
+                self.unique.copy_from_slice(&cuniq[..cells]);
+                ok
+            }
+            Table::Bits(words) => with_col_of!(map, self.mask, |col_of| {
+                if self.buckets > 1 {
+                    bits_rows::<true, 0>(
+                        words,
+                        ids,
+                        valency,
+                        col_of,
+                        self.mask,
+                        self.buckets,
+                        &mut self.ids,
+                        &mut self.unique,
+                    )
+                } else {
+                    bits_rows::<false, 0>(
+                        words,
+                        ids,
+                        valency,
+                        col_of,
+                        self.mask,
+                        1,
+                        &mut self.ids,
+                        &mut self.unique,
+                    )
+                }
+            }),
+            Table::Hashed(_) => ids.chunks(valency).all(|row| {
+                self.next_row();
+                self.add(row, map)
+            }),
+        }
+    }
+
+    /// Starts the next sample, fed by [`Tally::add`] (a tally made for samples in parts only).
     pub fn next_row(&mut self) {
         self.stamp += 1;
     }
 
-    /// Adds ids of the current sample, mapped to stack columns by the feature's rotation `shift` and
-    /// column `offset`. False when a column lies outside the table (the caller groups by sorting).
-    #[inline]
-    pub fn add(&mut self, ids: &[i32], shift: u32, offset: u32) -> bool {
-        let mask = self.mask;
-        // With no rotation a column is id + offset: (id & mask) + (id & !mask) is the id itself.
-        let rotated = move |id: i32| {
-            let id = id as u32;
-            (id.wrapping_add(shift) & mask)
-                .wrapping_add(id & !mask)
-                .wrapping_add(offset)
+    /// Adds ids of the current sample (a hash-table tally); false as for [`Tally::add_rows`].
+    pub fn add(&mut self, ids: &[i32], map: ColumnMap) -> bool {
+        let Table::Hashed(table) = &mut self.table else {
+            return false;
         };
-        let plain = move |id: i32| (id as u32).wrapping_add(offset);
-        let (stamp, base, buckets) = (self.stamp, self.base, self.buckets);
+        let (stamp, mask, buckets) = (self.stamp, self.mask, self.buckets);
         let (cids, cuniq) = (&mut self.ids[..], &mut self.unique[..]);
-        macro_rules! go {
-            ($table:expr, $bucketed:expr) => {
-                if shift == 0 {
-                    kernel::<_, $bucketed>($table, ids, plain, stamp, base, cids, cuniq, mask, buckets)
+        with_col_of!(map, mask, |col_of| {
+            for &id in ids {
+                let col = col_of(id);
+                let Some(prev) = table.swap(col, stamp) else {
+                    return false;
+                };
+                let cell = if buckets > 1 {
+                    (col & mask) as usize * buckets + bucket_of(col) as usize
                 } else {
-                    kernel::<_, $bucketed>($table, ids, rotated, stamp, base, cids, cuniq, mask, buckets)
-                }
-            };
-        }
-        match (&mut self.table, buckets > 1) {
-            (Table::Direct(t), false) => go!(&mut **t, false),
-            (Table::Direct(t), true) => go!(&mut **t, true),
-            (Table::Hashed(t), false) => go!(t, false),
-            (Table::Hashed(t), true) => go!(t, true),
-        }
-    }
-
-    /// Adds whole samples of `valency` ids each (`ids.len()` a multiple of it), each its own sample.
-    pub fn add_rows(&mut self, ids: &[i32], valency: usize, shift: u32, offset: u32) -> bool {
-        let cells = self.ids.len();
-        if valency == 0 {
-            return true;
-        }
-        let Table::Direct(table) = &mut self.table else {
-            return ids.chunks(valency).all(|row| {
-                self.next_row();
-                self.add(row, shift, offset)
-            });
-        };
-        if self.buckets > 1 || cells > SMALL_CELLS {
-            return ids.chunks(valency).all(|row| {
-                self.next_row();
-                self.add(row, shift, offset)
-            });
-        }
-        // The common case, in a loop of its own with the counts in fixed arrays.
-        let mut cids = [0u32; SMALL_CELLS];
-        let mut cuniq = [0u32; SMALL_CELLS];
-        cids[..cells].copy_from_slice(&self.ids);
-        cuniq[..cells].copy_from_slice(&self.unique);
-        let mask = self.mask;
-        let rotated = move |id: i32| {
-            let id = id as u32;
-            (id.wrapping_add(shift) & mask)
-                .wrapping_add(id & !mask)
-                .wrapping_add(offset)
-        };
-        let plain = move |id: i32| (id as u32).wrapping_add(offset);
-        let (base, mut stamp) = (self.base, self.stamp);
-        let ok = if shift == 0 {
-            direct_rows(
-                table, ids, valency, plain, base, &mut stamp, mask, &mut cids, &mut cuniq,
-            )
-        } else {
-            direct_rows(
-                table, ids, valency, rotated, base, &mut stamp, mask, &mut cids, &mut cuniq,
-            )
-        };
-        self.stamp = stamp;
-        self.ids.copy_from_slice(&cids[..cells]);
-        self.unique.copy_from_slice(&cuniq[..cells]);
-        ok
+                    (col & mask) as usize
+                };
+                cids[cell] += (prev != stamp) as u32;
+                cuniq[cell] += (prev == 0) as u32;
+            }
+            true
+        })
     }
 }
 
-/// `add_rows` on a direct table without buckets: one stamp swap and two count updates per id.
+/// `add_rows` on a two-bit table: per sample, one pass sets both bits of each id's column and
+/// counts, a second clears the in-sample bits. `N` > 0: counts in arrays of that size (indices
+/// reduced modulo N, a no-op as the caller checked, which lets the bounds checks go).
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
-fn direct_rows(
-    table: &mut [u32],
+fn bits_rows<const BUCKETED: bool, const N: usize>(
+    words: &mut [u64],
     ids: &[i32],
     valency: usize,
     col_of: impl Fn(i32) -> u32,
-    base: u32,
-    stamp: &mut u32,
     mask: u32,
-    cids: &mut [u32; SMALL_CELLS],
-    cuniq: &mut [u32; SMALL_CELLS],
+    buckets: usize,
+    cids: &mut [u32],
+    cuniq: &mut [u32],
 ) -> bool {
     for row in ids.chunks(valency) {
-        *stamp += 1;
-        let stamp = *stamp;
         for &id in row {
             let col = col_of(id);
-            let Some(slot) = table.get_mut(col as usize) else {
+            let Some(w) = words.get_mut((col / 32) as usize) else {
+                // The unit is abandoned; the next one clears the table.
                 return false;
             };
-            let prev = std::mem::replace(slot, stamp);
-            let cell = (col & mask) as usize % SMALL_CELLS;
-            cids[cell] += (prev != stamp) as u32;
-            cuniq[cell] += (prev < base) as u32;
+            let sh = (col % 32) * 2;
+            let old = (*w >> sh) & PAIR;
+            *w |= PAIR << sh;
+            let mut cell = if BUCKETED {
+                (col & mask) as usize * buckets + bucket_of(col) as usize
+            } else {
+                (col & mask) as usize
+            };
+            if N > 0 {
+                cell %= N;
+            }
+            cids[cell] += (old & IN_ROW == 0) as u32;
+            cuniq[cell] += (old == 0) as u32;
+        }
+        for &id in row {
+            let col = col_of(id);
+            if let Some(w) = words.get_mut((col / 32) as usize) {
+                *w &= !(IN_ROW << ((col % 32) * 2));
+            }
         }
     }
     true
 }
 
-/// The per-id loop, one monomorphised copy per table kind, bucket mode and column map.
-#[allow(clippy::too_many_arguments)]
-#[inline(always)]
-fn kernel<T: Stamps + ?Sized, const BUCKETED: bool>(
-    table: &mut T,
-    ids: &[i32],
-    col_of: impl Fn(i32) -> u32,
-    stamp: u32,
-    base: u32,
-    cids: &mut [u32],
-    cuniq: &mut [u32],
-    mask: u32,
-    buckets: usize,
-) -> bool {
-    for &id in ids {
-        let col = col_of(id);
-        let Some(prev) = table.swap(col, stamp) else {
-            return false;
-        };
-        let cell = if BUCKETED {
-            (col & mask) as usize * buckets + bucket_of(col) as usize
-        } else {
-            (col & mask) as usize
-        };
-        cids[cell] += (prev != stamp) as u32;
-        cuniq[cell] += (prev < base) as u32;
-    }
-    true
-}
-
-/// Runs `f` on a fresh tally for one unit of `rows` samples and about `ids` ids over a stack of
-/// `columns` columns, `num_scs` partitions and `buckets` buckets per partition.
+/// Runs `f` on a fresh tally for one unit of about `ids` ids over a stack of `columns` columns,
+/// `num_scs` partitions and `buckets` buckets per partition. `parts`: samples may come in parts
+/// ([`Tally::next_row`] and [`Tally::add`]), else whole ([`Tally::add_rows`]).
 pub(super) fn with_tally<R>(
     columns: u64,
     ids: usize,
-    rows: u64,
     num_scs: u32,
     buckets: usize,
+    parts: bool,
     f: impl FnOnce(&mut Tally) -> R,
 ) -> R {
-    let cells = num_scs as usize * buckets;
-    let direct_fits =
-        columns <= DIRECT_MAX_COLUMNS && columns <= (ids as u64 * DIRECT_COLUMNS_PER_ID).max(DIRECT_SMALL_COLUMNS);
-    let rows = u32::try_from(rows).ok().filter(|&r| r < u32::MAX / 2);
-    fn new(table: Table, base: u32, cells: usize, mask: u32, buckets: usize) -> Tally {
+    fn new(table: Table, num_scs: u32, buckets: usize) -> Tally {
         Tally {
             table,
-            ids: vec![0; cells],
-            unique: vec![0; cells],
-            mask,
+            ids: vec![0; num_scs as usize * buckets],
+            unique: vec![0; num_scs as usize * buckets],
+            mask: num_scs - 1,
             buckets,
-            base,
-            stamp: base - 1,
+            stamp: 0,
         }
     }
-    let mask = num_scs - 1;
-    if let (true, Some(rows)) = (direct_fits, rows) {
+    let bits =
+        !parts && columns <= BITS_MAX_COLUMNS && columns <= (ids as u64 * BITS_COLUMNS_PER_ID).max(BITS_SMALL_COLUMNS);
+    if bits {
+        let words = columns.div_ceil(32) as usize;
         // A thread's table is borrowed for the unit; were it busy, a private one does the same work.
-        let run = |d: &mut Direct| {
-            let columns = columns as usize;
-            if d.stamps.len() < columns || d.next > u32::MAX - rows - 1 {
-                let len = columns.max(d.stamps.len());
-                // The old table is freed before the new one is allocated.
-                d.stamps = Zeroed::empty();
-                d.stamps = Zeroed::new(len);
-                d.next = 1;
+        let run = |table: &mut Vec<u64>| {
+            if table.len() < words {
+                *table = Vec::new();
+                *table = vec![0; words];
+            } else {
+                table[..words].fill(0);
             }
-            let base = d.next;
-            let mut t = new(Table::Direct(d.stamps.slice(columns)), base, cells, mask, buckets);
-            let r = f(&mut t);
-            d.next = t.stamp + 1;
-            r
+            f(&mut new(Table::Bits(&mut table[..words]), num_scs, buckets))
         };
-        return DIRECT.with(|cell| match cell.try_borrow_mut() {
-            Ok(mut d) => run(&mut d),
-            Err(_) => run(&mut Direct {
-                stamps: Zeroed::empty(),
-                next: 1,
-            }),
+        return BITS.with(|cell| match cell.try_borrow_mut() {
+            Ok(mut table) => run(&mut table),
+            Err(_) => run(&mut Vec::new()),
         });
     }
-    let mut t = new(Table::Hashed(Hashed::new(ids)), 1, cells, mask, buckets);
-    f(&mut t)
+    f(&mut new(Table::Hashed(Hashed::new(ids)), num_scs, buckets))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use proptest::prelude::*;
+
+    /// Counts by sets: per sample its distinct columns, each counted once; a column's first
+    /// sighting on the SparseCore is a unique id.
+    fn by_sets(rows: &[Vec<i32>], map: ColumnMap, num_scs: u32, buckets: usize) -> (Vec<u32>, Vec<u32>) {
+        let mask = num_scs - 1;
+        let mut ids = vec![0; num_scs as usize * buckets];
+        let mut unique = ids.clone();
+        let mut seen = std::collections::HashSet::new();
+        for row in rows {
+            let mut in_row = std::collections::HashSet::new();
+            for &id in row {
+                let id = id as u32;
+                let col = (id.wrapping_add(map.shift) & mask)
+                    .wrapping_add(id & !mask)
+                    .wrapping_add(map.offset);
+                if in_row.insert(col) {
+                    let b = if buckets > 1 { bucket_of(col) as usize } else { 0 };
+                    let cell = (col & mask) as usize * buckets + b;
+                    ids[cell] += 1;
+                    unique[cell] += seen.insert(col) as u32;
+                }
+            }
+        }
+        (ids, unique)
+    }
+
+    proptest! {
+        /// The two-bit table (whole samples) and the hash table (samples in parts) count as sets do.
+        #[test]
+        fn tables_count_as_sets(
+            rows in proptest::collection::vec(proptest::collection::vec(0i32..300, 0..20), 0..30),
+            scs_bits in 0u32..4,
+            shift in 0u32..8,
+            offset in 0u32..50,
+            bucketed in any::<bool>(),
+            cut in 1usize..6,
+        ) {
+            let num_scs = 1 << scs_bits;
+            let map = ColumnMap { shift: shift % num_scs, offset };
+            let buckets = if bucketed { 64 } else { 1 };
+            let expected = by_sets(&rows, map, num_scs, buckets);
+            let n: usize = rows.iter().map(Vec::len).sum();
+            let whole = with_tally(400, n, num_scs, buckets, false, |t| {
+                for row in &rows {
+                    assert!(t.add_rows(row, row.len(), map));
+                }
+                (t.ids.clone(), t.unique.clone())
+            });
+            prop_assert_eq!(&whole, &expected);
+            let parts = with_tally(400, n, num_scs, buckets, true, |t| {
+                for row in &rows {
+                    t.next_row();
+                    for part in row.chunks(cut) {
+                        assert!(t.add(part, map));
+                    }
+                }
+                (t.ids.clone(), t.unique.clone())
+            });
+            prop_assert_eq!(&parts, &expected);
+            // Dense samples in one call, as blocks of a stored member arrive.
+            if let Some(v) = rows.first().map(Vec::len).filter(|&v| v > 0) {
+                let dense: Vec<Vec<i32>> = rows.iter().filter(|r| r.len() == v).cloned().collect();
+                let flat: Vec<i32> = dense.concat();
+                let got = with_tally(400, n, num_scs, buckets, false, |t| {
+                    assert!(t.add_rows(&flat, v, map));
+                    (t.ids.clone(), t.unique.clone())
+                });
+                prop_assert_eq!(got, by_sets(&dense, map, num_scs, buckets));
+            }
+        }
+    }
+
+    #[test]
+    fn columns_past_the_table_are_refused() {
+        let map = ColumnMap { shift: 0, offset: 0 };
+        assert!(!with_tally(64, 4, 1, 1, false, |t| t.add_rows(&[1, 100], 2, map)));
+        assert!(!with_tally(64, 4, 1, 1, true, |t| t.add(&[-1], map)));
+    }
 }
