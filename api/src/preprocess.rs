@@ -4,8 +4,8 @@
 use anyhow::Context;
 use serde_json::{json, Value};
 use sim_sparsecore::preprocess::{
-    preprocess as run_preprocess, read_npz, BatchIds, Options, PreprocessError, PreprocessOutput, PreprocessSpec,
-    StackOutput,
+    preprocess as run_preprocess, preprocess_stats_npz, read_npz, BatchIds, Options, PreprocessError, PreprocessOutput,
+    PreprocessSpec, StackOutput,
 };
 
 use crate::ApiError;
@@ -28,7 +28,27 @@ pub fn read_ids(path: &std::path::Path) -> crate::Result<BatchIds> {
 
 /// Preprocesses one batch; a limit exceeded with dropping off is [`ApiError::LimitExceeded`].
 pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, stats_only: bool) -> crate::Result<PreprocessOutput> {
-    match run_preprocess(spec, ids, Options { stats_only }) {
+    api_result(run_preprocess(spec, ids, Options { stats_only }))
+}
+
+/// Preprocesses the batch in the NPZ file at `path`, with [`preprocess`]'s results and errors.
+/// Statistics alone are streamed from the file in bounded memory where the input allows it
+/// (uncompressed dense ids, no dropping); otherwise the file is read whole.
+pub fn preprocess_file(
+    spec: &PreprocessSpec,
+    path: &std::path::Path,
+    stats_only: bool,
+) -> crate::Result<PreprocessOutput> {
+    if stats_only {
+        if let Some(result) = preprocess_stats_npz(spec, path) {
+            return api_result(result);
+        }
+    }
+    preprocess(spec, &read_ids(path)?, stats_only)
+}
+
+fn api_result(result: Result<PreprocessOutput, PreprocessError>) -> crate::Result<PreprocessOutput> {
+    match result {
         Ok(o) => Ok(o),
         Err(PreprocessError::LimitExceeded(e)) => Err(ApiError::LimitExceeded(e)),
         Err(e) => Err(anyhow::Error::from(e).into()),

@@ -8,7 +8,7 @@ use criterion::{criterion_group, criterion_main, Criterion, Throughput};
 use rand::SeedableRng;
 use rand_chacha::ChaCha8Rng;
 use rand_distr::{Distribution, Zipf};
-use sim_sparsecore::preprocess::{preprocess, BatchIds, FeatureIds, Options, PreprocessSpec};
+use sim_sparsecore::preprocess::{preprocess, preprocess_stats_npz, BatchIds, FeatureIds, Options, PreprocessSpec};
 
 const ROWS: usize = 65_536;
 const VALENCY: usize = 32;
@@ -41,6 +41,25 @@ fn batch() -> BatchIds {
     [("f".to_string(), f)].into_iter().collect()
 }
 
+/// The ids as `np.savez` writes them: one stored member `f.npy`, int32 [ROWS, VALENCY].
+fn write_npz(path: &std::path::Path, values: &[i32]) {
+    use std::io::Write;
+    let mut h = format!("{{'descr': '<i4', 'fortran_order': False, 'shape': ({ROWS}, {VALENCY}), }}").into_bytes();
+    while (10 + h.len() + 1) % 64 != 0 {
+        h.push(b' ');
+    }
+    h.push(b'\n');
+    let mut z = zip::ZipWriter::new(std::fs::File::create(path).expect("a temporary file"));
+    let stored = zip::write::FileOptions::default().compression_method(zip::CompressionMethod::Stored);
+    z.start_file("f.npy", stored).expect("a member");
+    z.write_all(b"\x93NUMPY\x01\x00").expect("written");
+    z.write_all(&(h.len() as u16).to_le_bytes()).expect("written");
+    z.write_all(&h).expect("written");
+    let bytes: Vec<u8> = values.iter().flat_map(|v| v.to_le_bytes()).collect();
+    z.write_all(&bytes).expect("written");
+    z.finish().expect("a zip");
+}
+
 fn bench(c: &mut Criterion) {
     let (spec, batch) = (spec(), batch());
     let mut g = c.benchmark_group("preprocess");
@@ -49,6 +68,17 @@ fn bench(c: &mut Criterion) {
     g.bench_function("2M Zipf ids, 4 SparseCores, stats", |b| {
         b.iter(|| preprocess(&spec, &batch, Options { stats_only: true }).expect("no limit binds"))
     });
+    // `tpusim preprocess --stats`'s path: streamed from a stored (np.savez) NPZ file, read included.
+    let path = std::env::temp_dir().join(format!("tpusim-bench-preprocess-{}.npz", std::process::id()));
+    write_npz(&path, &batch["f"].values);
+    g.bench_function("2M Zipf ids, 4 SparseCores, stats from npz", |b| {
+        b.iter(|| {
+            preprocess_stats_npz(&spec, &path)
+                .expect("a streamable file")
+                .expect("no limit binds")
+        })
+    });
+    std::fs::remove_file(&path).ok();
     g.bench_function("2M Zipf ids, 4 SparseCores, csr", |b| {
         b.iter(|| preprocess(&spec, &batch, Options { stats_only: false }).expect("no limit binds"))
     });

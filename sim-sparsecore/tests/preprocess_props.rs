@@ -58,6 +58,7 @@ proptest! {
         ldev in prop_oneof![Just(1u32), Just(2)],
         g_extra in prop_oneof![Just(1u32), Just(2)],
         vocabs in proptest::collection::vec(1u64..3000, 1..4),
+        stacked in any::<bool>(),
         limit in 1u32..300,
         unique_limit in 1u32..300,
         drop in any::<bool>(),
@@ -69,7 +70,7 @@ proptest! {
         max_len in 1usize..80,
         seed in any::<u64>(),
     ) {
-        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
+        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, stacked, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
         let full = preprocess(&spec, &ids, Options::default());
         let counted = preprocess(&spec, &ids, Options { stats_only: true });
         match (full, counted) {
@@ -96,6 +97,7 @@ fn case(
     ldev: u32,
     g_extra: u32,
     vocabs: &[u64],
+    stacked: bool,
     (limit, unique_limit): (u32, u32),
     (drop, mb, sqrtn, weighted): (bool, bool, bool, bool),
     suggested: Option<u64>,
@@ -159,6 +161,12 @@ fn case(
             );
         }
     }
+    // One stack of every table (rotated shards, column offsets), or a stack per table.
+    let stacks = if stacked {
+        vec![tables.iter().map(|t| t.name.clone()).collect()]
+    } else {
+        vec![]
+    };
     let spec = PreprocessSpec {
         num_sc_per_device: nsc,
         local_device_count: ldev,
@@ -167,7 +175,7 @@ fn case(
         enable_minibatching: mb,
         tables,
         features,
-        stacks: vec![],
+        stacks,
         stack_limits: Default::default(),
     };
     (spec, ids)
@@ -195,7 +203,7 @@ proptest! {
         seed in any::<u64>(),
         stats_only in any::<bool>(),
     ) {
-        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
+        let (spec, ids) = case(nsc, ldev, g_extra, &vocabs, false, (limit, unique_limit), (drop, mb, sqrtn, weighted), suggested, rows_per_sc, max_len, seed);
         let opts = Options { stats_only };
         let reference = match preprocess(&spec, &ids, opts) {
             Ok(o) => Ok((o, None)),

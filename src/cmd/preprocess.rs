@@ -4,7 +4,7 @@
 use std::io::Write;
 
 use sim_sparsecore::preprocess::PreprocessSpec;
-use tpusim_api::preprocess::{output_json, preprocess, read_ids};
+use tpusim_api::preprocess::{output_json, preprocess_file};
 use tpusim_api::ApiError;
 
 /// Arguments of `tpusim preprocess`.
@@ -32,8 +32,7 @@ pub fn read_spec(path: &std::path::Path) -> anyhow::Result<PreprocessSpec> {
 /// Runs `tpusim preprocess`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let spec = read_spec(&args.spec)?;
-    let ids = read_ids(&args.ids)?;
-    let out = match preprocess(&spec, &ids, args.stats) {
+    let out = match preprocess_file(&spec, &args.ids, args.stats) {
         Ok(o) => o,
         Err(ApiError::LimitExceeded(e)) => {
             eprintln!("error: {e}");

@@ -7,6 +7,7 @@ use super::minibatch::{bucket_of, compute_split, for_each_merge};
 use super::radix;
 use super::spec::{Combiner, PreprocessSpec};
 use super::stacking::Stack;
+use super::tally;
 use super::{
     FeatureIds, LimitExceeded, LimitKind, Options, PreprocessError, StackOutput, ALIGNMENT, MINIBATCH_BUCKETS,
     PAD_VALUE,
@@ -36,6 +37,20 @@ pub(super) struct ScGroups {
     pub dropped: u64,
     /// Counting met a column outside its column set: group by sorting instead.
     pub needs_sort: bool,
+}
+
+impl ScGroups {
+    /// A SparseCore grouped by counting alone: its counts and no ids.
+    pub fn counted(ids: Vec<u32>, unique: Vec<u32>, buckets: usize) -> ScGroups {
+        ScGroups {
+            coos: Vec::new(),
+            bucket_offsets: vec![0; buckets + 1],
+            ids,
+            unique,
+            dropped: 0,
+            needs_sort: false,
+        }
+    }
 }
 
 /// A stack's grouped ids on every local device and SparseCore.
@@ -78,26 +93,8 @@ pub(super) fn group_stack(
     let sc_bits = num_scs.trailing_zeros();
     let mask = num_scs - 1;
     let buckets = if buckets_on { MINIBATCH_BUCKETS } else { 1 };
-    let batch_for_device: u64 = stack
-        .features
-        .iter()
-        .map(|f| features[f.feature].rows() as u64 / ldev)
-        .sum();
-    if !batch_for_device.is_multiple_of(nsc) {
-        return Err(PreprocessError::Spec(format!(
-            "stack {}: the per-device batch ({batch_for_device}) is not divisible by num_sc_per_device ({nsc})",
-            stack.name
-        )));
-    }
-    let batch_per_sc = batch_for_device / nsc;
-    if batch_for_device >= (1 << DATA_BITS) {
-        return Err(PreprocessError::Spec(format!(
-            "stack {}: per-device batch {batch_for_device} exceeds 2^26 - 1",
-            stack.name
-        )));
-    }
+    let batch_per_sc = batch_per_sc(spec, stack, |f| features[f].rows() as u64)?;
     let perform_drop = spec.allow_id_dropping && (!spec.enable_minibatching || buckets_on);
-    let check_limits = !spec.enable_minibatching || buckets_on;
     let (max_ids, max_unique) = (stack.max_ids_per_partition, stack.max_unique_ids_per_partition);
     let mut out = StackGroups {
         devices: Vec::new(),
@@ -124,12 +121,7 @@ pub(super) fn group_stack(
                     f.row_splits[(a + n) as usize] - f.row_splits[a as usize]
                 })
                 .sum();
-            if total as u64 > DATA_MASK + 1 {
-                return Err(PreprocessError::Input(format!(
-                    "stack {}: more than 2^26 ids for one SparseCore",
-                    stack.name
-                )));
-            }
+            check_sc_ids(stack, total as u64)?;
             if count_only {
                 let drop = perform_drop.then_some((max_ids, max_unique));
                 return Ok(count_sc(
@@ -186,53 +178,108 @@ pub(super) fn group_stack(
                 out.needs_sort = true;
                 return Ok(out);
             }
-            // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
-            if check_limits && (!spec.allow_id_dropping || report_limits) {
-                for (counts, kind, limit) in [
-                    (&sc.ids, LimitKind::MaxIds, max_ids),
-                    (&sc.unique, LimitKind::MaxUniqueIds, max_unique),
-                ] {
-                    if let Some((pos, &observed)) = counts
-                        .iter()
-                        .enumerate()
-                        .filter(|(_, &c)| c > limit)
-                        .max_by_key(|(i, &c)| (c, std::cmp::Reverse(*i)))
-                    {
-                        let e = LimitExceeded {
-                            stack: stack.name.clone(),
-                            kind,
-                            partition: (pos / buckets) as u32,
-                            device: d as u32,
-                            sparsecore: s as u32,
-                            observed,
-                            limit,
-                        };
-                        if !report_limits {
-                            return Err(PreprocessError::LimitExceeded(e));
-                        }
-                        // The first one, as the failing run would report it; ids are dropped on.
-                        out.violation.get_or_insert(e);
-                        break;
-                    }
-                }
-            }
-            if spec.enable_minibatching {
-                if buckets_on {
-                    for p in 0..num_scs as usize {
-                        let r = p * buckets..(p + 1) * buckets;
-                        out.split |= compute_split(&mut sc.ids[r.clone()].to_vec(), max_ids);
-                        out.split |= compute_split(&mut sc.unique[r].to_vec(), max_unique);
-                    }
-                } else {
-                    out.exceeds_limits |=
-                        sc.ids.iter().any(|&c| c > max_ids) || sc.unique.iter().any(|&c| c > max_unique);
-                }
-            }
+            check_sc(spec, stack, d, s, &sc, report_limits, &mut out)?;
             scs.push(sc);
         }
         out.devices.push(scs);
     }
     Ok(out)
+}
+
+/// Samples per SparseCore of a stack whose features have `rows(feature index)` rows, with the
+/// errors jax-tpu-embedding gives for a batch it cannot split.
+pub(super) fn batch_per_sc(
+    spec: &PreprocessSpec,
+    stack: &Stack,
+    rows: impl Fn(usize) -> u64,
+) -> Result<u64, PreprocessError> {
+    let nsc = spec.num_sc_per_device as u64;
+    let ldev = spec.local_device_count as u64;
+    let batch_for_device: u64 = stack.features.iter().map(|f| rows(f.feature) / ldev).sum();
+    if !batch_for_device.is_multiple_of(nsc) {
+        return Err(PreprocessError::Spec(format!(
+            "stack {}: the per-device batch ({batch_for_device}) is not divisible by num_sc_per_device ({nsc})",
+            stack.name
+        )));
+    }
+    if batch_for_device >= (1 << DATA_BITS) {
+        return Err(PreprocessError::Spec(format!(
+            "stack {}: per-device batch {batch_for_device} exceeds 2^26 - 1",
+            stack.name
+        )));
+    }
+    Ok(batch_for_device / nsc)
+}
+
+/// Whether one SparseCore's ids fit the sort key's index field (else the error to give).
+pub(super) fn check_sc_ids(stack: &Stack, total: u64) -> Result<(), PreprocessError> {
+    if total > DATA_MASK + 1 {
+        return Err(PreprocessError::Input(format!(
+            "stack {}: more than 2^26 ids for one SparseCore",
+            stack.name
+        )));
+    }
+    Ok(())
+}
+
+/// The checks of one grouped SparseCore (device `d`, SparseCore `s`) in jax-tpu-embedding's order:
+/// limits (unless dropping or before minibatching), then the minibatching split or overflow flag.
+pub(super) fn check_sc(
+    spec: &PreprocessSpec,
+    stack: &Stack,
+    d: u64,
+    s: u64,
+    sc: &ScGroups,
+    report_limits: bool,
+    out: &mut StackGroups,
+) -> Result<(), PreprocessError> {
+    let buckets = out.buckets;
+    let buckets_on = buckets > 1;
+    let num_scs = spec.num_scs();
+    let check_limits = !spec.enable_minibatching || buckets_on;
+    let (max_ids, max_unique) = (stack.max_ids_per_partition, stack.max_unique_ids_per_partition);
+    // Limits (jax-tpu-embedding validates per SparseCore, ids before unique ids).
+    if check_limits && (!spec.allow_id_dropping || report_limits) {
+        for (counts, kind, limit) in [
+            (&sc.ids, LimitKind::MaxIds, max_ids),
+            (&sc.unique, LimitKind::MaxUniqueIds, max_unique),
+        ] {
+            if let Some((pos, &observed)) = counts
+                .iter()
+                .enumerate()
+                .filter(|(_, &c)| c > limit)
+                .max_by_key(|(i, &c)| (c, std::cmp::Reverse(*i)))
+            {
+                let e = LimitExceeded {
+                    stack: stack.name.clone(),
+                    kind,
+                    partition: (pos / buckets) as u32,
+                    device: d as u32,
+                    sparsecore: s as u32,
+                    observed,
+                    limit,
+                };
+                if !report_limits {
+                    return Err(PreprocessError::LimitExceeded(e));
+                }
+                // The first one, as the failing run would report it; ids are dropped on.
+                out.violation.get_or_insert(e);
+                break;
+            }
+        }
+    }
+    if spec.enable_minibatching {
+        if buckets_on {
+            for p in 0..num_scs as usize {
+                let r = p * buckets..(p + 1) * buckets;
+                out.split |= compute_split(&mut sc.ids[r.clone()].to_vec(), max_ids);
+                out.split |= compute_split(&mut sc.unique[r].to_vec(), max_unique);
+            }
+        } else {
+            out.exceeds_limits |= sc.ids.iter().any(|&c| c > max_ids) || sc.unique.iter().any(|&c| c > max_unique);
+        }
+    }
+    Ok(())
 }
 
 /// Columns one SparseCore has seen: a bitset over the stack's columns when it is small against the
@@ -321,7 +368,7 @@ fn count_sc(
     let mask = num_scs - 1;
     let buckets_on = buckets > 1;
     let cells = num_scs as usize * buckets;
-    let g = ScGroups {
+    let mut g = ScGroups {
         coos: Vec::new(),
         bucket_offsets: vec![0; buckets + 1],
         ids: vec![0; cells],
@@ -329,6 +376,31 @@ fn count_sc(
         dropped: 0,
         needs_sort: false,
     };
+    if drop_limits.is_none() {
+        // Without dropping only the counts matter: a tally counts them in one pass.
+        return tally::with_tally(stack.stack_vocab_size, total, num_scs, buckets, false, |t| {
+            for fis in &stack.features {
+                let f = features[fis.feature];
+                let n = f.rows() as u64 / (ldev * nsc);
+                let slice_start = (d * nsc + s) * n;
+                let map = tally::ColumnMap {
+                    shift: fis.col_shift as u32,
+                    offset: fis.col_offset as u32,
+                };
+                let splits = &f.row_splits[slice_start as usize..=(slice_start + n) as usize];
+                for w in splits.windows(2) {
+                    let row = &f.values[w[0]..w[1]];
+                    if !t.add_rows(row, row.len(), map) {
+                        g.needs_sort = true;
+                        return g;
+                    }
+                }
+            }
+            g.ids = std::mem::take(&mut t.ids);
+            g.unique = std::mem::take(&mut t.unique);
+            g
+        });
+    }
     let mut seen = ColumnSet::new(stack.stack_vocab_size, total);
     let rows = SlicedRows {
         stack,

@@ -10,6 +10,8 @@ pub mod npy;
 mod radix;
 pub mod spec;
 pub mod stacking;
+mod stream;
+mod tally;
 
 use rayon::prelude::*;
 use serde::Serialize;
@@ -18,6 +20,7 @@ pub use group::coo_buffer_size;
 pub use input::{read_npz, BatchIds, FeatureIds};
 pub use spec::{Combiner, FeatureSpec, PreprocessSpec, StackLimits, TableSpec};
 pub use stacking::{build_stacks, stack_name, Stack};
+pub use stream::preprocess_stats_npz;
 
 /// Padding written into the COO buffers (embedding and sample ids; gains are NaN).
 pub const PAD_VALUE: i32 = i32::MAX;

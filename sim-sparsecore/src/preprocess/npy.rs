@@ -24,11 +24,12 @@ pub enum NpyData {
 
 /// What a header says.
 #[derive(Clone, Debug, PartialEq, Eq)]
-struct Header {
-    descr: String,
-    fortran: bool,
-    shape: Vec<u64>,
-    data_offset: usize,
+pub(crate) struct Header {
+    pub descr: String,
+    pub fortran: bool,
+    pub shape: Vec<u64>,
+    /// Bytes before the data (magic, version, length and the header text).
+    pub data_offset: usize,
 }
 
 fn field<'a>(dict: &'a str, key: &str) -> Option<&'a str> {
@@ -125,12 +126,26 @@ fn read_typed<T: Copy + Default, R: std::io::Read>(
     Ok(v)
 }
 
-/// Reads one array of `size` bytes (header included) from a stream: the header is read and checked
-/// first, then the data lands in its typed vector in one read (an inflating reader inflates in
-/// blocks as large as the array). `size` may overstate the array (a deflated member's declared size);
-/// refusing bytes past its end is the caller's job.
-pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray, String> {
-    let io = |e: std::io::Error| format!("reading the array: {e}");
+/// The element types of the contract.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) enum ElementKind {
+    I32,
+    I64,
+    F32,
+}
+
+/// What a checked header says about the data after it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct DataLayout {
+    pub header: Header,
+    pub kind: ElementKind,
+    /// Elements (the data is `count` x the element size, checked against `size`).
+    pub count: usize,
+}
+
+/// Reads and checks the header of an array of `size` bytes (header included); the reader is left at
+/// the first data byte.
+pub(crate) fn read_header<R: std::io::Read>(r: &mut R, size: u64) -> Result<DataLayout, String> {
     let mut head = vec![0u8; 10.min(size as usize)];
     r.read_exact(&mut head)
         .map_err(|_| "not an NPY array (no \\x93NUMPY magic)".to_string())?;
@@ -166,9 +181,9 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
     }
     let h = header(&head)?;
     let (item, kind) = match h.descr.as_str() {
-        "<i4" | "|i4" => (4usize, 0),
-        "<i8" | "|i8" => (8, 1),
-        "<f4" | "|f4" => (4, 2),
+        "<i4" | "|i4" => (4usize, ElementKind::I32),
+        "<i8" | "|i8" => (8, ElementKind::I64),
+        "<f4" | "|f4" => (4, ElementKind::F32),
         d if d.starts_with('>') => {
             return Err(format!(
                 "dtype {d} is big-endian; write little-endian arrays (e.g. arr.astype('<i4'))"
@@ -198,10 +213,22 @@ pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray,
         ));
     }
     let count = usize::try_from(count).map_err(|_| format!("shape {:?} does not fit in memory", h.shape))?;
+    Ok(DataLayout { header: h, kind, count })
+}
+
+/// Reads one array of `size` bytes (header included) from a stream: the header is read and checked
+/// first, then the data lands in its typed vector in one read (an inflating reader inflates in
+/// blocks as large as the array). `size` may overstate the array (a deflated member's declared size);
+/// refusing bytes past its end is the caller's job.
+pub fn read_npy_from<R: std::io::Read>(r: &mut R, size: u64) -> Result<NpyArray, String> {
+    let io = |e: std::io::Error| format!("reading the array: {e}");
+    let DataLayout { header: h, kind, count } = read_header(r, size)?;
     let mut data = match kind {
-        0 => NpyData::I32(read_typed(r, count, i32::from_le).map_err(io)?),
-        1 => NpyData::I64(read_typed(r, count, i64::from_le).map_err(io)?),
-        _ => NpyData::F32(read_typed(r, count, |x: f32| f32::from_bits(u32::from_le(x.to_bits()))).map_err(io)?),
+        ElementKind::I32 => NpyData::I32(read_typed(r, count, i32::from_le).map_err(io)?),
+        ElementKind::I64 => NpyData::I64(read_typed(r, count, i64::from_le).map_err(io)?),
+        ElementKind::F32 => {
+            NpyData::F32(read_typed(r, count, |x: f32| f32::from_bits(u32::from_le(x.to_bits()))).map_err(io)?)
+        }
     };
     // Fortran order: the first index varies fastest. Transposed to row-major (2-D; 1-D is the same).
     if h.fortran && h.shape.len() == 2 {
