@@ -76,6 +76,22 @@ fn round8(x: u64) -> u64 {
     x.div_ceil(ALIGNMENT as u64) * ALIGNMENT as u64
 }
 
+impl StackGroups {
+    /// No devices grouped yet, no limit exceeded.
+    pub(super) fn empty(batch_per_sc: u32, buckets: usize, counted_only: bool) -> StackGroups {
+        StackGroups {
+            devices: Vec::new(),
+            batch_per_sc,
+            buckets,
+            exceeds_limits: false,
+            split: 0,
+            counted_only,
+            needs_sort: false,
+            violation: None,
+        }
+    }
+}
+
 /// Extracts, sorts and groups one stack. With `report_limits` (and a spec that drops ids), a
 /// limit the spec without dropping would fail on is recorded in `violation` instead.
 pub(super) fn group_stack(
@@ -96,16 +112,7 @@ pub(super) fn group_stack(
     let batch_per_sc = batch_per_sc(spec, stack, |f| features[f].rows() as u64)?;
     let perform_drop = spec.allow_id_dropping && (!spec.enable_minibatching || buckets_on);
     let (max_ids, max_unique) = (stack.max_ids_per_partition, stack.max_unique_ids_per_partition);
-    let mut out = StackGroups {
-        devices: Vec::new(),
-        batch_per_sc: batch_per_sc as u32,
-        buckets,
-        exceeds_limits: false,
-        split: 0,
-        counted_only: count_only,
-        needs_sort: false,
-        violation: None,
-    };
+    let mut out = StackGroups::empty(batch_per_sc as u32, buckets, count_only);
     for d in 0..ldev {
         let work = |s: u64| -> Result<ScGroups, PreprocessError> {
             let mut rows: Vec<u32> = Vec::new();

@@ -80,16 +80,7 @@ pub fn preprocess_stats_npz(spec: &PreprocessSpec, path: &Path) -> Option<Result
         let buckets = if buckets_on { MINIBATCH_BUCKETS } else { 1 };
         let mut grouped = Vec::with_capacity(stacks.len());
         for (stack, &batch_per_sc) in stacks.iter().zip(&batches) {
-            let mut out = StackGroups {
-                devices: Vec::new(),
-                batch_per_sc: batch_per_sc as u32,
-                buckets,
-                exceeds_limits: false,
-                split: 0,
-                counted_only: true,
-                needs_sort: false,
-                violation: None,
-            };
+            let mut out = StackGroups::empty(batch_per_sc as u32, buckets, true);
             for d in 0..ldev {
                 let mut scs = Vec::with_capacity(nsc as usize);
                 for s in 0..nsc {
