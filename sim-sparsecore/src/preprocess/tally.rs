@@ -4,7 +4,9 @@
 //! Over a stack of modest size each column has two bits: "in the current sample" and "seen on this
 //! SparseCore". One read-modify-write per id gives both answers branch-free, and a second pass over
 //! the sample's ids clears the first bits. The table (a quarter byte per column) stays in cache and
-//! is reused thread by thread: fresh pages, each a fault and a zeroing, are few.
+//! is reused thread by thread: fresh pages, each a fault and a zeroing, are few. Column c's pair is
+//! in word c mod W (W a power of two), not c / 32: skewed ids crowd the low columns, and in one word
+//! their read-modify-writes would wait on each other.
 //!
 //! Larger stacks, or samples cut across blocks, use a hash table from column to the stamp of the
 //! last sample that held it, stamps growing sample after sample: the current stamp means a repeat
@@ -89,8 +91,15 @@ impl Hashed {
     }
 }
 
+/// A two-bit table: `words.len()` is a power of two, 2^`log_words`, holding `columns` pairs.
+struct Bits<'a> {
+    words: &'a mut [u64],
+    log_words: u32,
+    columns: u32,
+}
+
 enum Table<'a> {
-    Bits(&'a mut [u64]),
+    Bits(Bits<'a>),
     Hashed(Hashed),
 }
 
@@ -146,23 +155,23 @@ impl Tally<'_> {
         }
         let cells = self.ids.len();
         match &mut self.table {
-            Table::Bits(words) if self.buckets == 1 && cells <= SMALL_CELLS => {
+            Table::Bits(bits) if self.buckets == 1 && cells <= SMALL_CELLS => {
                 // The common case: counts in fixed arrays, no buckets.
                 let mut cids = [0u32; SMALL_CELLS];
                 let mut cuniq = [0u32; SMALL_CELLS];
                 cids[..cells].copy_from_slice(&self.ids);
                 cuniq[..cells].copy_from_slice(&self.unique);
                 let ok = with_col_of!(map, self.mask, |col_of| {
-                    bits_rows::<false, SMALL_CELLS>(words, ids, valency, col_of, self.mask, 1, &mut cids, &mut cuniq)
+                    bits_rows::<false, SMALL_CELLS>(bits, ids, valency, col_of, self.mask, 1, &mut cids, &mut cuniq)
                 });
                 self.ids.copy_from_slice(&cids[..cells]);
                 self.unique.copy_from_slice(&cuniq[..cells]);
                 ok
             }
-            Table::Bits(words) => with_col_of!(map, self.mask, |col_of| {
+            Table::Bits(bits) => with_col_of!(map, self.mask, |col_of| {
                 if self.buckets > 1 {
                     bits_rows::<true, 0>(
-                        words,
+                        bits,
                         ids,
                         valency,
                         col_of,
@@ -173,7 +182,7 @@ impl Tally<'_> {
                     )
                 } else {
                     bits_rows::<false, 0>(
-                        words,
+                        bits,
                         ids,
                         valency,
                         col_of,
@@ -228,7 +237,7 @@ impl Tally<'_> {
 #[allow(clippy::too_many_arguments)]
 #[inline(always)]
 fn bits_rows<const BUCKETED: bool, const N: usize>(
-    words: &mut [u64],
+    bits: &mut Bits,
     ids: &[i32],
     valency: usize,
     col_of: impl Fn(i32) -> u32,
@@ -237,14 +246,16 @@ fn bits_rows<const BUCKETED: bool, const N: usize>(
     cids: &mut [u32],
     cuniq: &mut [u32],
 ) -> bool {
+    let wmask = (1u32 << bits.log_words) - 1;
     for row in ids.chunks(valency) {
         for &id in row {
             let col = col_of(id);
-            let Some(w) = words.get_mut((col / 32) as usize) else {
+            if col >= bits.columns {
                 // The unit is abandoned; the next one clears the table.
                 return false;
-            };
-            let sh = (col % 32) * 2;
+            }
+            let w = &mut bits.words[(col & wmask) as usize];
+            let sh = (col >> bits.log_words) * 2;
             let old = (*w >> sh) & PAIR;
             *w |= PAIR << sh;
             let mut cell = if BUCKETED {
@@ -260,9 +271,7 @@ fn bits_rows<const BUCKETED: bool, const N: usize>(
         }
         for &id in row {
             let col = col_of(id);
-            if let Some(w) = words.get_mut((col / 32) as usize) {
-                *w &= !(IN_ROW << ((col % 32) * 2));
-            }
+            bits.words[(col & wmask) as usize] &= !(IN_ROW << ((col >> bits.log_words) * 2));
         }
     }
     true
@@ -292,16 +301,25 @@ pub(super) fn with_tally<R>(
     let bits =
         !parts && columns <= BITS_MAX_COLUMNS && columns <= (ids as u64 * BITS_COLUMNS_PER_ID).max(BITS_SMALL_COLUMNS);
     if bits {
-        let words = columns.div_ceil(32) as usize;
+        let words = columns.div_ceil(32).next_power_of_two() as usize;
+        let log_words = words.trailing_zeros();
         // A thread's table is borrowed for the unit; were it busy, a private one does the same work.
         let run = |table: &mut Vec<u64>| {
             if table.len() < words {
+                // Written, not calloc'd: a calloc'd page read before it is written faults twice,
+                // the second time with a TLB shootdown across the pool's threads.
                 *table = Vec::new();
-                *table = vec![0; words];
+                table.reserve_exact(words);
+                table.resize(words, 0);
             } else {
                 table[..words].fill(0);
             }
-            f(&mut new(Table::Bits(&mut table[..words]), num_scs, buckets))
+            let bits = Bits {
+                words: &mut table[..words],
+                log_words,
+                columns: columns as u32,
+            };
+            f(&mut new(Table::Bits(bits), num_scs, buckets))
         };
         return BITS.with(|cell| match cell.try_borrow_mut() {
             Ok(mut table) => run(&mut table),
@@ -391,6 +409,9 @@ mod tests {
     fn columns_past_the_table_are_refused() {
         let map = ColumnMap { shift: 0, offset: 0 };
         assert!(!with_tally(64, 4, 1, 1, false, |t| t.add_rows(&[1, 100], 2, map)));
+        // The table's words hold 64 pairs; the stack's 40th column is already outside.
+        assert!(with_tally(40, 4, 1, 1, false, |t| t.add_rows(&[39, 0], 2, map)));
+        assert!(!with_tally(40, 4, 1, 1, false, |t| t.add_rows(&[39, 40], 2, map)));
         assert!(!with_tally(64, 4, 1, 1, true, |t| t.add(&[-1], map)));
     }
 }
