@@ -159,3 +159,21 @@ fn a_dependency_cycle_undoes_only_the_joins_on_it() {
     assert_eq!(k.len(), 1);
     assert!(k[0].contains(&"dot_general.25".to_string()), "{:?}", k[0]);
 }
+
+/// In the same module the attention scores `dot_general.19` feed the softmax's row max `reduce_max.7` and,
+/// through the max, its exp and sum. Merging every consumer kernel into the dot's closes a cycle; the dot then
+/// takes its earliest consumer, the max, as a second output and writes the scores out for the rest, as the
+/// compiler's `fusion.108` (`(f32[16,8,128], f32[16,8,128,128])`: convolution, reduce) does; before, the
+/// scores and the max were two kernels.
+#[test]
+fn a_dot_whose_consumers_close_a_cycle_joins_the_earliest() {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/hlo/transformer_block.b16_s128_d512_h8_fwdbwd_f32.hlo.txt"
+    );
+    let ks = kernels(&std::fs::read_to_string(path).unwrap());
+    let k = kernel_of(&ks, "dot_general.19");
+    assert_eq!(k.len(), 1);
+    assert!(k[0].contains(&"reduce_max.7".to_string()), "{:?}", k[0]);
+    assert!(!k[0].iter().any(|i| i.starts_with("reduce_sum")), "{:?}", k[0]);
+}

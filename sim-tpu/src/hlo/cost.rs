@@ -1,5 +1,6 @@
-//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu`]: passes on
-//! padded tiles, DMA of windows, epilogue), VPU kernels at its per-class rates on padded elements, HBM traffic on
+//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu_resident`]:
+//! passes on padded tiles, DMA of windows, epilogue; operands and results the temp model places in VMEM are not
+//! streamed from or to HBM), VPU kernels at its per-class rates on padded elements, HBM traffic on
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
 //!
 //! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
@@ -16,8 +17,8 @@ use super::fusion::{group, Group, KernelKind};
 use super::graph::{Graph, Node};
 use super::ops::OpClass;
 use super::{HloError, HloModule};
-use crate::tensorcore::cost::plan_mxu;
 use crate::tensorcore::cost::time_kernel;
+use crate::tensorcore::cost::{plan_mxu_resident, Residency};
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
@@ -428,7 +429,7 @@ fn cost_kernel(
     let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
     let mut flops = 0u64;
     let mut vpu = 0.0;
-    let mut mxu: Vec<(MxuWork, f64)> = Vec::new();
+    let mut mxu: Vec<(MxuWork, f64, Residency)> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
         match node.class {
@@ -440,14 +441,21 @@ fn cost_kernel(
                     ))
                 })?;
                 flops = flops.saturating_add(w.1);
-                // A result consumed inside the kernel (scores reduced by a softmax) never goes to HBM.
-                let stays = !k.outputs.contains(&m);
+                // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never
+                // goes to HBM.
+                let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
                 let out_dma = if stays {
                     sizer.shape(&node.ins.shape)?.padded_bytes as f64 / p.mm_hbm_bytes_per_cycle.max(1e-9)
                 } else {
                     0.0
                 };
-                mxu.push((w.0, out_dma));
+                let resident =
+                    |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
+                let residency = Residency {
+                    lhs: resident(node.operands.first()),
+                    rhs: resident(node.operands.get(1)),
+                };
+                mxu.push((w.0, out_dma, residency));
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -493,8 +501,8 @@ fn cost_kernel(
             // runs each dot's window plan in turn.
             let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
             let mut longest = 0.0;
-            for (w, out_dma) in &mxu {
-                let plan = plan_mxu(w, &fused);
+            for (w, out_dma, residency) in &mxu {
+                let plan = plan_mxu_resident(w, &fused, *residency);
                 // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
                 // never below the MXU's own cycles.
                 let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
@@ -568,6 +576,38 @@ fn cost_kernel(
         padding_bytes: total_bytes.saturating_sub(unpadded),
         vmem_bytes: vmem,
     })
+}
+
+/// Whether a dot operand's value comes from VMEM: an intermediate placed there, or computed in the kernel from
+/// inputs that (but for at most a sixteenth of its bytes: biases, scales) are in VMEM.
+fn operand_resident(
+    g: &Graph<'_>,
+    k: &Group,
+    operand: usize,
+    sizer: &Sizer,
+    in_vmem: &BTreeSet<usize>,
+) -> Result<bool, HloError> {
+    if !k.members.contains(&operand) {
+        return Ok(in_vmem.contains(&operand));
+    }
+    let mut hbm = 0u64;
+    let mut any_vmem = false;
+    let mut stack = vec![operand];
+    let mut seen = BTreeSet::new();
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) {
+            continue;
+        }
+        if k.members.contains(&n) {
+            stack.extend(g.nodes[n].operands.iter().copied());
+        } else if in_vmem.contains(&n) {
+            any_vmem = true;
+        } else if !is_scalar_constant(&g.nodes[n]) {
+            hbm = hbm.saturating_add(sizer.shape(&g.nodes[n].ins.shape)?.padded_bytes);
+        }
+    }
+    let own = sizer.shape(&g.nodes[operand].ins.shape)?.padded_bytes;
+    Ok(any_vmem && hbm.saturating_mul(16) <= own)
 }
 
 /// Peak bytes of intermediate buffers in HBM in the kernel order, and the buffers placed in VMEM. A buffer lives from the kernel writing it to

@@ -16,7 +16,9 @@
 //!   consumes it;
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
 //!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
-//!   output fusion);
+//!   output fusion); with several, it merges them when that closes no dependency cycle, else it joins only the
+//!   earliest and writes its result out for the rest (attention scores and their row max in one kernel, the
+//!   exp and sum that need the max in another);
 //! - a dot's operand that several instructions use is computed in each dot's prologue only when that reads at
 //!   most twice the operand's bytes (a bias and activation on a matmul result, a dtype conversion); otherwise (the gradient of a softmax, recomputed from several
 //!   full-size tensors for two dots) it is written out once and the dots read it;
@@ -95,6 +97,8 @@ struct Grouper<'a, 'm> {
     recompute: Vec<bool>,
     /// Nodes that may make a multi-output kernel (join a sibling, or merge several consumer kernels).
     multi_output: Vec<bool>,
+    /// Dots that, having lost the right to merge all their consumer kernels, may still join the earliest one.
+    first_consumer: Vec<bool>,
     /// Nodes that did, for undoing joins that close a dependency cycle.
     joined: Vec<usize>,
 }
@@ -198,6 +202,7 @@ impl Grouper<'_, '_> {
                     // with it when none of them has a dot of its own.
                     let no_mxu = ug.iter().all(|&k| self.kinds[k as usize] != KernelKind::Mxu);
                     let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output[i]);
+                    let earliest = ug.iter().copied().min_by_key(|&k| self.anchors[k as usize]);
                     if joinable {
                         if ug.len() > 1 {
                             self.joined.push(i);
@@ -207,6 +212,13 @@ impl Grouper<'_, '_> {
                         for other in it {
                             self.parent[other as usize] = k;
                         }
+                        self.kinds[k as usize] = KernelKind::Mxu;
+                        self.anchors[k as usize] = i;
+                        vec![k]
+                    } else if let Some(k) = earliest.filter(|_| no_mxu && ug.len() > 1 && self.first_consumer[i]) {
+                        // Its earliest consumer kernel (the max of a softmax, which the others depend on) takes it
+                        // as a multi-output kernel; the result is written out for the rest.
+                        self.joined.push(i);
                         self.kinds[k as usize] = KernelKind::Mxu;
                         self.anchors[k as usize] = i;
                         vec![k]
@@ -306,9 +318,11 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
     // kernels left in a cycle lose the right to join and the grouping runs again (at most `MAX_REGROUPS` times,
     // then without multi-output kernels at all, where every edge follows program order).
     let mut multi_output = vec![true; g.nodes.len()];
+    let mut first_consumer = vec![true; g.nodes.len()];
     for attempt in 0..=MAX_REGROUPS {
         if attempt == MAX_REGROUPS {
             multi_output.fill(false);
+            first_consumer.fill(false);
         }
         let mut gr = Grouper {
             g,
@@ -319,6 +333,7 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             is_output: is_output.clone(),
             recompute: recompute.clone(),
             multi_output: multi_output.clone(),
+            first_consumer: first_consumer.clone(),
             joined: Vec::new(),
         };
         gr.run();
@@ -332,11 +347,16 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
                 match joined
                     .iter()
                     .copied()
-                    .filter(|i| cyclic.contains(i) && multi_output[*i])
+                    .filter(|i| cyclic.contains(i) && (multi_output[*i] || first_consumer[*i]))
                     .min()
                 {
-                    Some(i) => multi_output[i] = false,
-                    None => multi_output.fill(false),
+                    // A dot steps down from all its consumers to the earliest one, then to none.
+                    Some(i) if multi_output[i] => multi_output[i] = false,
+                    Some(i) => first_consumer[i] = false,
+                    None => {
+                        multi_output.fill(false);
+                        first_consumer.fill(false);
+                    }
                 }
             }
         }

@@ -269,6 +269,21 @@ const SPLITS: &[u64] = &[1, 2, 3, 4, 5, 6, 7, 8, 10, 12, 16, 20, 24, 32, 43, 48,
 /// Searches window sizes that fit the scoped VMEM (double-buffered operands and result, plus an f32 accumulator
 /// when K is split) and returns the one with the fewest estimated cycles, as the compiler's window search does.
 pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
+    plan_mxu_resident(w, chip, Residency::default())
+}
+
+/// Which of a matmul's operands are already in VMEM (produced there by an earlier kernel of the same
+/// program): their windows cost no HBM traffic. The default is a standalone matmul.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct Residency {
+    /// The left-hand (activation) operand.
+    pub lhs: bool,
+    /// The right-hand (weight) operand.
+    pub rhs: bool,
+}
+
+/// [`plan_mxu`] for operands some of which are VMEM-resident.
+pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -334,6 +349,9 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
                 let tbf = tb as f64;
                 let iterations = w.batch.div_ceil(tb) * nm * nn * nk;
                 let (x_bytes, w_bytes, o_bytes) = (x1 * tbf, w1 * tbf, o1 * tbf);
+                // Resident operands' windows are not fetched from HBM.
+                let x_hbm = if resident.lhs { 0.0 } else { x_bytes };
+                let w_hbm = if resident.rhs { 0.0 } else { w_bytes };
                 let vmem = vmem1 * tbf;
                 let n_passes = tn.div_ceil(width) as f64;
                 let mxu_iter = tbf
@@ -346,12 +364,12 @@ pub fn plan_mxu(w: &MxuWork, chip: &ChipModel) -> MxuPlan {
                 let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
                 let w_fetches = if nk == 1 { nn } else { nn * nm * nk };
                 let dma_bytes = w.batch.div_ceil(tb) as f64
-                    * (x_fetches as f64 * x_bytes + w_fetches as f64 * w_bytes + (nn * nm) as f64 * o_bytes);
+                    * (x_fetches as f64 * x_hbm + w_fetches as f64 * w_hbm + (nn * nm) as f64 * o_bytes);
                 let dma_iter = dma_bytes / iterations as f64 / bw;
                 // The MXU and the epilogue (result drain, accumulate, convert) overlap only partly.
                 let compute_iter = mxu_iter.max(vpu_iter) + p.mm_epilogue_serial * mxu_iter.min(vpu_iter);
                 let per = compute_iter.max(dma_iter) + p.mxu_iter_cycles;
-                let body = iterations as f64 * per + (x_bytes + w_bytes) / bw;
+                let body = iterations as f64 * per + (x_hbm + w_hbm) / bw;
                 let (bound, unit) = if dma_iter > compute_iter {
                     (Bound::Hbm, Unit::Mxu)
                 } else if mxu_iter >= vpu_iter {
