@@ -144,17 +144,22 @@ fn a_scatter_with_several_updates_per_row_stays_a_scatter() {
     assert_eq!(c.unmodelled.get("scatter"), Some(&1), "{:?}", c.unmodelled);
 }
 
+/// The kernels of the f32 transformer block's forward and backward pass (testdata).
+fn transformer_backward_kernels() -> Vec<Vec<String>> {
+    let path = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/hlo/transformer_block.b16_s128_d512_h8_fwdbwd_f32.hlo.txt"
+    );
+    kernels(&std::fs::read_to_string(path).unwrap())
+}
+
 /// In the transformer block's backward pass (testdata), the MLP's bias gradient `reduce_sum.183` sums the
 /// gradient `dot_general.25`'s epilogue computes; the compiler's `fusion.110` (convolution, reduce, tanh) is
 /// that one multi-output kernel. Grouping this module first closes a dependency cycle between multi-output
 /// kernels; undoing only the joins on the cycle must keep this one.
 #[test]
 fn a_dependency_cycle_undoes_only_the_joins_on_it() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testdata/hlo/transformer_block.b16_s128_d512_h8_fwdbwd_f32.hlo.txt"
-    );
-    let ks = kernels(&std::fs::read_to_string(path).unwrap());
+    let ks = transformer_backward_kernels();
     let k = kernel_of(&ks, "reduce_sum.183");
     assert_eq!(k.len(), 1);
     assert!(k[0].contains(&"dot_general.25".to_string()), "{:?}", k[0]);
@@ -167,11 +172,7 @@ fn a_dependency_cycle_undoes_only_the_joins_on_it() {
 /// scores and the max were two kernels.
 #[test]
 fn a_dot_whose_consumers_close_a_cycle_joins_the_earliest() {
-    let path = concat!(
-        env!("CARGO_MANIFEST_DIR"),
-        "/../testdata/hlo/transformer_block.b16_s128_d512_h8_fwdbwd_f32.hlo.txt"
-    );
-    let ks = kernels(&std::fs::read_to_string(path).unwrap());
+    let ks = transformer_backward_kernels();
     let k = kernel_of(&ks, "dot_general.19");
     assert_eq!(k.len(), 1);
     assert!(k[0].contains(&"reduce_max.7".to_string()), "{:?}", k[0]);
