@@ -14,6 +14,10 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::heap::EventHeap;
 
+mod repeat;
+
+pub use repeat::FastForward;
+
 use slotmap::Key;
 
 use super::{Demand, Engine, EngineError, QueuePolicy, Resource, ResourceId, TaskId};
@@ -48,6 +52,9 @@ pub struct RunResult {
     pub recorder: Recorder,
     /// Events taken from the event heap (task finishes, zero-time completions, bandwidth checks).
     pub events: u64,
+    /// Periods of a repeating graph filled in by shifting instead of simulated
+    /// ([`Engine::run_repeating`]); everything else is as the full simulation gives it.
+    pub fast_forward: Option<FastForward>,
 }
 
 impl RunResult {
@@ -248,7 +255,7 @@ struct Node {
     start: u64,
     /// Kind and resource, as in [`Dense`].
     kind_res: u32,
-    /// Unfinished dependencies.
+    /// Unfinished dependencies; `DONE` once the task has finished.
     pending: u32,
     /// First successor, or `NONE`.
     first_succ: u32,
@@ -257,6 +264,9 @@ struct Node {
 }
 
 const NONE: u32 = u32::MAX;
+
+/// `Node::pending` of a finished task.
+const DONE: u32 = u32::MAX;
 
 /// A cache prefetch hint (no effect on results; a no-op where the architecture has none).
 #[inline(always)]
@@ -286,6 +296,13 @@ struct Sim<'a> {
     done: usize,
     finished: Vec<u32>,
     recorder: Recorder,
+    /// Largest task index readied or released so far: tasks above it still have their initial
+    /// pending counts.
+    hi: u32,
+    /// Watching a repeating graph for a repeated state ([`Engine::run_repeating`]).
+    watch: Option<Box<repeat::Watch>>,
+    /// The periods skipped, once a repeated state was found.
+    fast_forward: Option<FastForward>,
 }
 
 /// The run-ready graph: initial task records (pending counts, first successor) and the other
@@ -347,6 +364,21 @@ fn template(engine: &Engine) -> Template {
 }
 
 pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
+    simulate(engine, None)
+}
+
+/// [`Engine::run_repeating`]: a run that skips periods once the state repeats (see `repeat`).
+pub(super) fn run_repeating(engine: &Engine, anchor: TaskId, again: TaskId) -> Result<RunResult, EngineError> {
+    let n = engine.ids.len();
+    let index = |id| dense_index(n, id).filter(|&i| engine.ids[i as usize] == id);
+    let watch = match (index(anchor), index(again)) {
+        (Some(a), Some(b)) if b > a => repeat::Watch::new(engine, a, b - a),
+        _ => None,
+    };
+    simulate(engine, watch)
+}
+
+fn simulate(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunResult, EngineError> {
     if let Some(e) = &engine.first_error {
         return Err(e.clone());
     }
@@ -388,9 +420,13 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         done: 0,
         finished: Vec::new(),
         recorder: engine.new_recorder(),
+        hi: 0,
+        watch,
+        fast_forward: None,
     };
     for i in 0..n {
         if sim.nodes[i].pending == 0 {
+            sim.hi = i as u32;
             sim.ready(i as u32);
         }
     }
@@ -402,11 +438,16 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         } else {
             sim.finish(ev.what);
         }
+        if let Some(w) = &sim.watch {
+            if sim.nodes[w.next_anchor()].pending == DONE {
+                sim.at_anchor();
+            }
+        }
     }
     if sim.done != n {
         let stuck = n - sim.done;
         let example = (0..n)
-            .find(|&i| sim.nodes[i].pending > 0)
+            .find(|&i| sim.nodes[i].pending > 0 && sim.nodes[i].pending != DONE)
             .map(|i| engine.tasks[engine.ids[i]].name.clone());
         return Err(EngineError::Cycle {
             stuck,
@@ -421,6 +462,7 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         resource_stats: sim.stats,
         recorder: sim.recorder,
         events: sim.events,
+        fast_forward: sim.fast_forward,
     })
 }
 
@@ -614,8 +656,12 @@ impl Sim<'_> {
         let now = self.now;
         let node = &mut self.nodes[t as usize];
         node.amount_or_end = now;
+        node.pending = DONE;
         let (kind_res, first, more) = (node.kind_res, node.first_succ, node.more);
         self.done += 1;
+        if let Some(w) = &mut self.watch {
+            w.log.push(t);
+        }
         if kind_res >> 30 == K_OCCUPY {
             let u = (kind_res & RES_MASK) as usize;
             let State::Unit { free, queue } = &mut self.states[u] else {
@@ -651,6 +697,7 @@ impl Sim<'_> {
     /// One dependency of `s` has finished.
     #[inline]
     fn release(&mut self, s: u32) {
+        self.hi = self.hi.max(s);
         let p = &mut self.nodes[s as usize].pending;
         *p -= 1;
         if *p == 0 {
