@@ -255,7 +255,8 @@ struct Node {
     start: u64,
     /// Kind and resource, as in [`Dense`].
     kind_res: u32,
-    /// Unfinished dependencies; `DONE` once the task has finished.
+    /// Unfinished dependencies; `DONE` once the task has finished (when watching for a repeated
+    /// state; 0 otherwise).
     pending: u32,
     /// First successor, or `NONE`.
     first_succ: u32,
@@ -280,7 +281,9 @@ fn prefetch_write<T>(p: &T) {
     let _ = p;
 }
 
-struct Sim<'a> {
+/// The simulation of one run. `WATCH`: watching for a repeated state (the bookkeeping it needs
+/// is compiled out of plain runs).
+struct Sim<'a, const WATCH: bool> {
     engine: &'a Engine,
     nodes: Vec<Node>,
     /// Ranges (start, end) into `more_succ` for tasks with more than one successor.
@@ -364,21 +367,23 @@ fn template(engine: &Engine) -> Template {
 }
 
 pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
-    simulate(engine, None)
+    simulate::<false>(engine, None)
 }
 
 /// [`Engine::run_repeating`]: a run that skips periods once the state repeats (see `repeat`).
 pub(super) fn run_repeating(engine: &Engine, anchor: TaskId, again: TaskId) -> Result<RunResult, EngineError> {
     let n = engine.ids.len();
     let index = |id| dense_index(n, id).filter(|&i| engine.ids[i as usize] == id);
-    let watch = match (index(anchor), index(again)) {
-        (Some(a), Some(b)) if b > a => repeat::Watch::new(engine, a, b - a),
-        _ => None,
-    };
-    simulate(engine, watch)
+    match (index(anchor), index(again)) {
+        (Some(a), Some(b)) if b > a => match repeat::Watch::new(engine, a, b - a) {
+            Some(w) => simulate::<true>(engine, Some(w)),
+            None => simulate::<false>(engine, None),
+        },
+        _ => simulate::<false>(engine, None),
+    }
 }
 
-fn simulate(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunResult, EngineError> {
+fn simulate<const WATCH: bool>(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunResult, EngineError> {
     if let Some(e) = &engine.first_error {
         return Err(e.clone());
     }
@@ -405,7 +410,7 @@ fn simulate(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunRes
             },
         })
         .collect();
-    let mut sim = Sim {
+    let mut sim = Sim::<WATCH> {
         engine,
         nodes,
         more,
@@ -438,9 +443,11 @@ fn simulate(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunRes
         } else {
             sim.finish(ev.what);
         }
-        if let Some(w) = &sim.watch {
-            if sim.nodes[w.next_anchor()].pending == DONE {
-                sim.at_anchor();
+        if WATCH {
+            if let Some(w) = &sim.watch {
+                if sim.nodes[w.next_anchor()].pending == DONE {
+                    sim.at_anchor();
+                }
             }
         }
     }
@@ -466,7 +473,7 @@ fn simulate(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunRes
     })
 }
 
-impl Sim<'_> {
+impl<const WATCH: bool> Sim<'_, WATCH> {
     #[inline]
     fn push(&mut self, time: u64, what: u32) -> u64 {
         let seq = self.seq;
@@ -656,11 +663,13 @@ impl Sim<'_> {
         let now = self.now;
         let node = &mut self.nodes[t as usize];
         node.amount_or_end = now;
-        node.pending = DONE;
         let (kind_res, first, more) = (node.kind_res, node.first_succ, node.more);
         self.done += 1;
-        if let Some(w) = &mut self.watch {
-            w.log.push(t);
+        if WATCH {
+            node.pending = DONE;
+            if let Some(w) = &mut self.watch {
+                w.log.push(t);
+            }
         }
         if kind_res >> 30 == K_OCCUPY {
             let u = (kind_res & RES_MASK) as usize;
@@ -697,7 +706,9 @@ impl Sim<'_> {
     /// One dependency of `s` has finished.
     #[inline]
     fn release(&mut self, s: u32) {
-        self.hi = self.hi.max(s);
+        if WATCH {
+            self.hi = self.hi.max(s);
+        }
         let p = &mut self.nodes[s as usize].pending;
         *p -= 1;
         if *p == 0 {

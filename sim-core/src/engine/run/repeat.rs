@@ -189,7 +189,7 @@ impl Watch {
     }
 }
 
-impl Sim<'_> {
+impl<const WATCH: bool> Sim<'_, WATCH> {
     /// A copy of the anchor has finished: capture the state, and skip periods when it repeats an
     /// earlier capture. Stops watching once a jump is made or no longer possible.
     pub(super) fn at_anchor(&mut self) {
