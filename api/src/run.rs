@@ -137,6 +137,7 @@ fn run_options_inner(req: &RunRequest, chip_file: Option<&Path>, functional: boo
         },
         cache: None,
         bounds: Default::default(),
+        simulate_every_step: false,
     })
 }
 

@@ -27,6 +27,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         chip_overrides: None,
         cache: None,
         bounds: Default::default(),
+        simulate_every_step: false,
     };
     let seq = simulate(&w, &opts)?;
     w.pipelining = Pipelining::Pipelined;

@@ -127,6 +127,30 @@ fn scatter(rank: u64, vocab: u64) -> u64 {
     (rank.wrapping_mul(0x9E37_79B9_7F4A_7C15) >> 11) % vocab
 }
 
+/// Steps after which the ids of `features` repeat, when that is certain: each feature reading NPZ
+/// files reads file `step mod files` ([`batch_for_step`]), so when all of them do, step `i` and step
+/// `i + period` read the same files and get the same ids (the least common multiple of the file
+/// counts; 1 with one file each, or with no features). None when any feature's ids are generated
+/// (new ids every step) or the multiple exceeds `u32`.
+pub fn id_period(features: &[crate::spec::FeatureDef]) -> Option<u32> {
+    fn gcd(a: u64, b: u64) -> u64 {
+        if b == 0 {
+            a
+        } else {
+            gcd(b, a % b)
+        }
+    }
+    let mut period = 1u64;
+    for f in features {
+        let IdDist::Npz(files) = &f.ids else {
+            return None;
+        };
+        let n = files.len().max(1) as u64;
+        period = (period / gcd(period, n)).checked_mul(n)?;
+    }
+    u32::try_from(period).ok()
+}
+
 /// The ids of one chip for one step (generated, or read from the feature's NPZ files).
 pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::WorkloadError> {
     let mut out = generate_batch(w, step);
@@ -297,6 +321,24 @@ pub fn generate_batch(w: &Workload, step: u32) -> BatchIds {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn id_period_is_the_lcm_of_the_file_counts() {
+        let mut w = Workload::preset("dlrm-small").unwrap();
+        // Generated ids: new every step.
+        assert_eq!(id_period(&w.features), None);
+        let files = |n: usize| IdDist::Npz((0..n).map(|i| format!("{i}.npz").into()).collect());
+        for f in &mut w.features {
+            f.ids = files(1);
+        }
+        assert_eq!(id_period(&w.features), Some(1));
+        w.features[0].ids = files(4);
+        w.features[1].ids = files(6);
+        assert_eq!(id_period(&w.features), Some(12));
+        w.features[2].ids = IdDist::Uniform;
+        assert_eq!(id_period(&w.features), None);
+        assert_eq!(id_period(&[]), Some(1));
+    }
 
     #[test]
     fn shuffle_is_a_bijection_of_the_vocabulary() {

@@ -63,6 +63,20 @@ impl EventHeap {
         self.v[i] = e;
     }
 
+    /// The entries, in heap order.
+    pub fn entries(&self) -> &[Entry] {
+        &self.v
+    }
+
+    /// Moves every entry `dt` later with its sequence number `dseq` higher and its payload
+    /// mapped by `what`: adding the same to every key keeps their order, so the heap stays one.
+    pub fn shift(&mut self, dt: u64, dseq: u64, what: impl Fn(u32) -> u32) {
+        for e in &mut self.v {
+            e.key += (dt as u128) << 64 | dseq as u128;
+            e.what = what(e.what);
+        }
+    }
+
     /// Removes and returns the entry with the smallest key.
     #[inline]
     pub fn pop(&mut self) -> Option<Entry> {

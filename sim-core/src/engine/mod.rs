@@ -19,7 +19,7 @@ use slotmap::{new_key_type, SlotMap};
 use crate::recorder::{ArgValue, Recorder, Track};
 use crate::time::{Clock, SimTime};
 
-pub use run::RunResult;
+pub use run::{FastForward, RunResult};
 
 new_key_type! {
     /// A task in an [`Engine`].
@@ -405,6 +405,19 @@ impl Engine {
     /// Runs the graph to completion and returns per-task times, busy times and the recording.
     pub fn run(&self) -> Result<RunResult, EngineError> {
         run::run(self)
+    }
+
+    /// [`Engine::run`] for a graph that repeats: task `i + S` is a copy of task `i` one period
+    /// later (same demand and dependency count, successors shifted by `S`), where `S` is the
+    /// distance from `anchor` to `again`, its copy one period on. Each time a copy of `anchor`
+    /// finishes the run's state is captured; once it equals an earlier capture shifted by whole
+    /// periods (the argument is in `run/repeat.rs`), the periods the graph still has room for are
+    /// written out as shifted copies and only the last ones are simulated. The result equals
+    /// [`Engine::run`]'s (task times, statistics, events, spans and counter samples in the same
+    /// order) except for [`RunResult::fast_forward`], which says what was skipped; a run whose
+    /// state never repeats, or a graph that does not repeat with that stride, is simulated in full.
+    pub fn run_repeating(&self, anchor: TaskId, again: TaskId) -> Result<RunResult, EngineError> {
+        run::run_repeating(self, anchor, again)
     }
 
     pub(crate) fn new_recorder(&self) -> Recorder {

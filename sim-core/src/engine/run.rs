@@ -14,6 +14,10 @@ use std::collections::{BinaryHeap, VecDeque};
 
 use super::heap::EventHeap;
 
+mod repeat;
+
+pub use repeat::FastForward;
+
 use slotmap::Key;
 
 use super::{Demand, Engine, EngineError, QueuePolicy, Resource, ResourceId, TaskId};
@@ -48,6 +52,9 @@ pub struct RunResult {
     pub recorder: Recorder,
     /// Events taken from the event heap (task finishes, zero-time completions, bandwidth checks).
     pub events: u64,
+    /// Periods of a repeating graph filled in by shifting instead of simulated
+    /// ([`Engine::run_repeating`]); everything else is as the full simulation gives it.
+    pub fast_forward: Option<FastForward>,
 }
 
 impl RunResult {
@@ -248,7 +255,8 @@ struct Node {
     start: u64,
     /// Kind and resource, as in [`Dense`].
     kind_res: u32,
-    /// Unfinished dependencies.
+    /// Unfinished dependencies; `DONE` once the task has finished (when watching for a repeated
+    /// state; 0 otherwise).
     pending: u32,
     /// First successor, or `NONE`.
     first_succ: u32,
@@ -257,6 +265,9 @@ struct Node {
 }
 
 const NONE: u32 = u32::MAX;
+
+/// `Node::pending` of a finished task.
+const DONE: u32 = u32::MAX;
 
 /// A cache prefetch hint (no effect on results; a no-op where the architecture has none).
 #[inline(always)]
@@ -270,7 +281,9 @@ fn prefetch_write<T>(p: &T) {
     let _ = p;
 }
 
-struct Sim<'a> {
+/// The simulation of one run. `WATCH`: watching for a repeated state (the bookkeeping it needs
+/// is compiled out of plain runs).
+struct Sim<'a, const WATCH: bool> {
     engine: &'a Engine,
     nodes: Vec<Node>,
     /// Ranges (start, end) into `more_succ` for tasks with more than one successor.
@@ -286,6 +299,13 @@ struct Sim<'a> {
     done: usize,
     finished: Vec<u32>,
     recorder: Recorder,
+    /// Largest task index readied or released so far: tasks above it still have their initial
+    /// pending counts.
+    hi: u32,
+    /// Watching a repeating graph for a repeated state ([`Engine::run_repeating`]).
+    watch: Option<Box<repeat::Watch>>,
+    /// The periods skipped, once a repeated state was found.
+    fast_forward: Option<FastForward>,
 }
 
 /// The run-ready graph: initial task records (pending counts, first successor) and the other
@@ -347,6 +367,23 @@ fn template(engine: &Engine) -> Template {
 }
 
 pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
+    simulate::<false>(engine, None)
+}
+
+/// [`Engine::run_repeating`]: a run that skips periods once the state repeats (see `repeat`).
+pub(super) fn run_repeating(engine: &Engine, anchor: TaskId, again: TaskId) -> Result<RunResult, EngineError> {
+    let n = engine.ids.len();
+    let index = |id| dense_index(n, id).filter(|&i| engine.ids[i as usize] == id);
+    match (index(anchor), index(again)) {
+        (Some(a), Some(b)) if b > a => match repeat::Watch::new(engine, a, b - a) {
+            Some(w) => simulate::<true>(engine, Some(w)),
+            None => simulate::<false>(engine, None),
+        },
+        _ => simulate::<false>(engine, None),
+    }
+}
+
+fn simulate<const WATCH: bool>(engine: &Engine, watch: Option<Box<repeat::Watch>>) -> Result<RunResult, EngineError> {
     if let Some(e) = &engine.first_error {
         return Err(e.clone());
     }
@@ -373,7 +410,7 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
             },
         })
         .collect();
-    let mut sim = Sim {
+    let mut sim = Sim::<WATCH> {
         engine,
         nodes,
         more,
@@ -388,9 +425,13 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         done: 0,
         finished: Vec::new(),
         recorder: engine.new_recorder(),
+        hi: 0,
+        watch,
+        fast_forward: None,
     };
     for i in 0..n {
         if sim.nodes[i].pending == 0 {
+            sim.hi = i as u32;
             sim.ready(i as u32);
         }
     }
@@ -402,11 +443,18 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         } else {
             sim.finish(ev.what);
         }
+        if WATCH {
+            if let Some(w) = &sim.watch {
+                if sim.nodes[w.next_anchor()].pending == DONE {
+                    sim.at_anchor();
+                }
+            }
+        }
     }
     if sim.done != n {
         let stuck = n - sim.done;
         let example = (0..n)
-            .find(|&i| sim.nodes[i].pending > 0)
+            .find(|&i| sim.nodes[i].pending > 0 && sim.nodes[i].pending != DONE)
             .map(|i| engine.tasks[engine.ids[i]].name.clone());
         return Err(EngineError::Cycle {
             stuck,
@@ -421,10 +469,11 @@ pub(super) fn run(engine: &Engine) -> Result<RunResult, EngineError> {
         resource_stats: sim.stats,
         recorder: sim.recorder,
         events: sim.events,
+        fast_forward: sim.fast_forward,
     })
 }
 
-impl Sim<'_> {
+impl<const WATCH: bool> Sim<'_, WATCH> {
     #[inline]
     fn push(&mut self, time: u64, what: u32) -> u64 {
         let seq = self.seq;
@@ -616,6 +665,12 @@ impl Sim<'_> {
         node.amount_or_end = now;
         let (kind_res, first, more) = (node.kind_res, node.first_succ, node.more);
         self.done += 1;
+        if WATCH {
+            node.pending = DONE;
+            if let Some(w) = &mut self.watch {
+                w.log.push(t);
+            }
+        }
         if kind_res >> 30 == K_OCCUPY {
             let u = (kind_res & RES_MASK) as usize;
             let State::Unit { free, queue } = &mut self.states[u] else {
@@ -651,6 +706,9 @@ impl Sim<'_> {
     /// One dependency of `s` has finished.
     #[inline]
     fn release(&mut self, s: u32) {
+        if WATCH {
+            self.hi = self.hi.max(s);
+        }
         let p = &mut self.nodes[s as usize].pending;
         *p -= 1;
         if *p == 0 {

@@ -200,3 +200,137 @@ fn replaced_tasks_and_resources_run_as_a_fresh_graph() {
         Err(EngineError::ResourcesDiffer)
     );
 }
+
+/// A training-step-like pipeline: host, then a capped transfer, then a SparseCore-like pass and
+/// its traffic sharing HBM with the TensorCore's kernels; steps overlap (host two steps ahead,
+/// lookups gated by the backward pass two steps back). `work(step)` scales each step's amounts.
+/// Returns the engine and each step's first task.
+fn pipeline(steps: usize, work: impl Fn(usize) -> u64) -> (Engine, Vec<TaskId>) {
+    let mut e = Engine::new();
+    let host = e.add_unit("host", "host", ghz(), QueuePolicy::Fifo).unwrap();
+    let pcie = e.add_bandwidth("host", "PCIe", 3_000_000_000).unwrap();
+    let sc = e
+        .add_unit("chip", "SC", Clock::from_mhz(1500), QueuePolicy::Fifo)
+        .unwrap();
+    let tc = e
+        .add_unit("chip", "TC", Clock::from_mhz(940), QueuePolicy::Fifo)
+        .unwrap();
+    let hbm = e.add_bandwidth("chip", "HBM", 7_000_000_007).unwrap();
+    let (mut firsts, mut fwd_start, mut bwd_done, mut update) = (vec![], vec![], vec![], vec![]);
+    for i in 0..steps {
+        let k = work(i);
+        let h = e.add_task(Task::occupy(host, 900 * k).name(format!("host {i}")));
+        firsts.push(h);
+        if i >= 2 {
+            e.add_dep(fwd_start[i - 2], h).unwrap();
+        }
+        let p = e.add_task(Task::transfer(pcie, 2000 * k).cap(2_000_000_000));
+        e.add_dep(h, p).unwrap();
+        let fs = e.add_task(Task::wait());
+        e.add_dep(p, fs).unwrap();
+        if i >= 2 {
+            e.add_dep(bwd_done[i - 2], fs).unwrap();
+        }
+        let fx = e.add_task(Task::occupy(sc, 700 * k).name(format!("sc fwd {i}")));
+        let fm = e.add_task(
+            Task::transfer(hbm, 5000 * k)
+                .cap(4_000_000_000)
+                .name(format!("gather {i}")),
+        );
+        let fd = e.add_task(Task::wait());
+        for t in [fx, fm] {
+            e.add_dep(fs, t).unwrap();
+            e.add_dep(t, fd).unwrap();
+        }
+        let lat = e.add_task(Task::delay(SimTime(150_000)));
+        e.add_dep(fd, lat).unwrap();
+        let mut prev = lat;
+        if let Some(&u) = update.last() {
+            let j = e.add_task(Task::wait());
+            e.add_dep(lat, j).unwrap();
+            e.add_dep(u, j).unwrap();
+            prev = j;
+        }
+        for n in 0..3u64 {
+            let c = e.add_task(Task::occupy(tc, 400 + 100 * n).name(format!("kernel {n} step {i}")));
+            let m = e.add_task(Task::transfer(hbm, 3000 + 500 * n).name(format!("kernel {n} HBM {i}")));
+            let j = e.add_task(Task::wait());
+            for t in [c, m] {
+                e.add_dep(prev, t).unwrap();
+                e.add_dep(t, j).unwrap();
+            }
+            prev = j;
+        }
+        update.push(prev);
+        let bx = e.add_task(Task::occupy(sc, 800 * k).name(format!("sc bwd {i}")));
+        let bm = e.add_task(
+            Task::transfer(hbm, 6000 * k)
+                .cap(4_000_000_000)
+                .name(format!("update {i}")),
+        );
+        let bd = e.add_task(Task::wait());
+        for t in [bx, bm] {
+            e.add_dep(prev, t).unwrap();
+            e.add_dep(t, bd).unwrap();
+        }
+        fwd_start.push(fs);
+        bwd_done.push(bd);
+    }
+    (e, firsts)
+}
+
+/// Everything a run gives, but what it skipped.
+fn everything(e: &Engine, r: &RunResult) -> String {
+    let times: Vec<_> = (0..e.task_count())
+        .map(|i| e.task_at(i).unwrap())
+        .map(|t| (r.start(t), r.end(t)))
+        .collect();
+    format!(
+        "{times:?} {:?} {:?} {} {:?} {:?}",
+        r.makespan, r.resource_stats, r.events, r.recorder.spans, r.recorder.counters
+    )
+}
+
+#[test]
+fn a_repeating_run_skips_periods_and_gives_the_full_result() {
+    // Every step alike, and steps alternating between two sizes (the graph's period is 2 steps).
+    for (period, work) in [(1, 1u64), (2, 3)] {
+        let (e, firsts) = pipeline(200, |i| if i % 2 == 1 { work } else { 1 });
+        let full = e.run().unwrap();
+        let fast = e.run_repeating(firsts[1], firsts[1 + period]).unwrap();
+        assert_eq!(everything(&e, &fast), everything(&e, &full), "period {period}");
+        assert_eq!(full.fast_forward, None);
+        let ff = fast.fast_forward.expect("the schedule repeats");
+        // Most of the 200 steps were filled in, not simulated.
+        assert!(ff.periods * ff.strides * period as u64 >= 150, "{ff:?}");
+    }
+}
+
+#[test]
+fn a_run_that_does_not_repeat_is_simulated_in_full() {
+    // Growing steps: the graph has no copies.
+    let (e, firsts) = pipeline(30, |i| 1 + i as u64);
+    let fast = e.run_repeating(firsts[1], firsts[2]).unwrap();
+    assert_eq!(fast.fast_forward, None);
+    assert_eq!(everything(&e, &fast), everything(&e, &e.run().unwrap()));
+    // Repeating steps watched with the wrong stride (1 step of a 3-step pattern) are not skipped.
+    let (e, firsts) = pipeline(30, |i| 1 + (i % 3) as u64);
+    let fast = e.run_repeating(firsts[1], firsts[2]).unwrap();
+    assert_eq!(fast.fast_forward, None);
+    assert_eq!(everything(&e, &fast), everything(&e, &e.run().unwrap()));
+}
+
+#[test]
+fn a_graph_that_repeats_after_a_warm_up_is_skipped_after_it() {
+    // Five long steps first: in this pipeline later steps' hosts then finish out of order (step 9
+    // before step 8), so some copies of the anchor are passed over without a capture.
+    let (e, firsts) = pipeline(200, |i| if i < 5 { 4 } else { 1 });
+    let full = e.run().unwrap();
+    let order = |a: usize, b: usize| full.end(firsts[a]) < full.end(firsts[b]);
+    assert!(order(9, 8));
+    // Watched from step 1: captures wait for the copies (tasks from step 5 on).
+    let fast = e.run_repeating(firsts[1], firsts[2]).unwrap();
+    assert_eq!(everything(&e, &fast), everything(&e, &full));
+    let ff = fast.fast_forward.expect("the schedule repeats after the warm-up");
+    assert!(ff.periods * ff.strides >= 150, "{ff:?}");
+}

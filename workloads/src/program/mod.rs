@@ -18,7 +18,7 @@ pub mod memory;
 pub mod resolve;
 pub mod work;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use sim_core::recorder::{ArgValue, Recorder, Span};
 use sim_core::summary::{CriticalStage, FitKind, FitReason, RunSummary};
@@ -41,6 +41,9 @@ pub struct RunOptions {
     pub cache: Option<crate::cache::RunCache>,
     /// Work the run may take on (steps, ids per step); beyond them it is refused up front.
     pub bounds: crate::spec::RunBounds,
+    /// Simulate every step even when the schedule is found to repeat (tests and diagnostics: the
+    /// result is the same, only slower).
+    pub simulate_every_step: bool,
 }
 
 /// What a run produced.
@@ -72,6 +75,9 @@ pub struct RunResult {
     pub straggler: String,
     /// Functional mode with xla_sc_detect_nan: where the first NaN appeared.
     pub nan: Option<String>,
+    /// Steps whose schedule was written out as a repeated period instead of simulated (0: every
+    /// step was simulated). Diagnostics: no other field depends on it.
+    pub extrapolated_steps: u64,
 }
 
 /// Simulates the workload's steps and summarises them.
@@ -89,7 +95,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         .zip(shape.as_deref())
         .and_then(|(c, k)| c.take_graph(k));
     let graph = graph::rebuild(&plan, &work, &dense, old)?;
-    let run = graph.engine.run().map_err(|e| WorkloadError::Run(e.to_string()))?;
+    let (run, extrapolated_steps) = run_engine(&graph, work.period, opts.simulate_every_step)?;
     let mut measured = measure::measure(&plan, &graph, run);
     add_tc_phase_spans(&mut measured.recorder, &dense, plan.model.clock_hz as u64);
     if opts.record {
@@ -225,6 +231,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         startup_ps,
         straggler: advice::straggler_text(&plan, &work),
         nan: None,
+        extrapolated_steps,
     };
     if opts.functional {
         let t = crate::functional::train(w, &result.step_times)?;
@@ -242,6 +249,41 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     }
     result.knobs = knob_report(&plan, &work, &mem, &limits, &result);
     Ok(result)
+}
+
+/// Runs the task graph; when every step's work repeats with `period` steps (NPZ ids,
+/// [`work::RunWork::period`]) and `full` is off, as a repeating graph: once the engine's state at
+/// the start of a step's SparseCore forward equals its state whole periods earlier, the steps the
+/// graph still has room for are written out shifted and only the last ones are simulated
+/// ([`sim_core::engine::Engine::run_repeating`]). That is exact: the future of a run is a function
+/// of its state (heap, queues, transfers in flight, pending counts), and from step 1 on each
+/// period's tasks are copies of the previous period's (same durations, bytes, dependencies
+/// shifted), which the engine checks before relying on it. Every task's times, the spans and the
+/// bandwidth counter samples are the full run's, so everything `measure` and the report read from
+/// them is too. Returns the run and the number of steps written out.
+fn run_engine(
+    g: &graph::StepGraph,
+    period: Option<u32>,
+    full: bool,
+) -> Result<(sim_core::engine::RunResult, u64), WorkloadError> {
+    // Step 0 has no previous step to wait for (one task fewer): copies start at step 1.
+    let watch = period.filter(|_| !full).and_then(|p| {
+        Some((
+            p,
+            g.steps.get(1)?.sc_fwd_start,
+            g.steps.get(1 + p as usize)?.sc_fwd_start,
+        ))
+    });
+    let run = match watch {
+        Some((_, anchor, again)) => g.engine.run_repeating(anchor, again),
+        None => g.engine.run(),
+    }
+    .map_err(|e| WorkloadError::Run(e.to_string()))?;
+    let steps = match (run.fast_forward, watch) {
+        (Some(f), Some((p, ..))) => f.periods * f.strides * p as u64,
+        _ => 0,
+    };
+    Ok((run, steps))
 }
 
 fn knob_report(
@@ -460,13 +502,20 @@ fn add_staleness_flows(rec: &mut Recorder, w: &Workload) {
     if w.pipelining != Pipelining::Pipelined {
         return;
     }
-    let find = |rec: &Recorder, cat: &str, step: i64| {
-        rec.spans
-            .iter()
-            .position(|s| s.track.thread == "SC 0" && s.category == cat && arg_step(s) == Some(step))
-    };
+    // The first span of each (direction, step) on SparseCore 0, in one pass over the spans.
+    let mut first: HashMap<(bool, i64), usize> = HashMap::new();
+    for (k, s) in rec.spans.iter().enumerate() {
+        let forward = match s.category.as_str() {
+            "sc_fwd" => true,
+            "sc_bwd" => false,
+            _ => continue,
+        };
+        if let (true, Some(step)) = (s.track.thread == "SC 0", arg_step(s)) {
+            first.entry((forward, step)).or_insert(k);
+        }
+    }
     for i in 0..w.steps as i64 - 2 {
-        if let (Some(a), Some(b)) = (find(rec, "sc_bwd", i), find(rec, "sc_fwd", i + 2)) {
+        if let (Some(&a), Some(&b)) = (first.get(&(false, i)), first.get(&(true, i + 2))) {
             rec.flow(
                 sim_core::recorder::SpanId(a),
                 sim_core::recorder::SpanId(b),

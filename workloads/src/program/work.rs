@@ -70,6 +70,10 @@ pub struct RunWork {
     pub out_of_range_count: u64,
     /// Per table: largest ids / unique ids one SparseCore sent it in a step.
     pub table_ids_max: BTreeMap<String, (u64, u64)>,
+    /// Steps after which the work repeats: step `i`'s work is step `i mod period`'s (the ids
+    /// repeat, [`crate::ids::id_period`], and the work is a pure function of them). None: ids are
+    /// generated anew every step.
+    pub period: Option<u32>,
 }
 
 /// Preprocesses every step's ids (the bit-exact algorithm) and counts each SparseCore's work; a
@@ -79,8 +83,10 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
     let mut out = RunWork::default();
     if !p.has_sparsecore_tables() {
         out.steps = vec![StepWork::default(); w.steps as usize];
+        out.period = Some(1);
         return Ok(out);
     }
+    out.period = crate::ids::id_period(&p.sc_w.features);
     let spec = p.spec();
     let samples_per_sc = w.batch_per_chip() / spec.sparsecores_per_chip.max(1) as u64;
     // Step work depends on the SparseCore workload and its preprocessing spec, and of the slice only
@@ -99,20 +105,36 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
     let hot_key = sc_key.as_ref().and_then(|sc| serde_json::to_string(sc).ok());
     // The batch of the step with the worst straggler, for its hottest id.
     let mut worst_batch = None;
+    // The first period's work: later steps read the same ids, so their work is a copy, not a rerun
+    // of the preprocessing (nor a read of the files).
+    let mut first_period: Vec<crate::stepwork::StepWork> = Vec::new();
     for step in 0..w.steps {
-        let mut batch = match cache {
-            Some(c) => c.batch_for_step(w, step)?,
-            None => batch_for_step(w, step)?,
-        };
-        batch.retain(|name, _| p.sc_w.features.iter().any(|f| &f.name == name));
-        let mut sw = match (cache, &work_key) {
-            (Some(c), Some(key)) => {
-                (*c.step_work(key, step, || crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch))?).clone()
+        let repeat = out
+            .period
+            .filter(|&q| step >= q)
+            .and_then(|q| first_period.get((step % q) as usize));
+        let (mut sw, batch) = match repeat {
+            Some(sw) => (sw.clone(), None),
+            None => {
+                let mut batch = match cache {
+                    Some(c) => c.batch_for_step(w, step)?,
+                    None => batch_for_step(w, step)?,
+                };
+                batch.retain(|name, _| p.sc_w.features.iter().any(|f| &f.name == name));
+                let mut sw = match (cache, &work_key) {
+                    (Some(c), Some(key)) => {
+                        (*c.step_work(key, step, || crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch))?).clone()
+                    }
+                    _ => crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch)?,
+                };
+                sw.stacks
+                    .sort_by_key(|(n, _)| p.stacks.iter().position(|d| &d.def.name == n).unwrap_or(usize::MAX));
+                if out.period.is_some() {
+                    first_period.push(sw.clone());
+                }
+                (sw, Some(batch))
             }
-            _ => crate::stepwork::step_work(&p.sc_w, &p.pspec, &batch)?,
         };
-        sw.stacks
-            .sort_by_key(|(n, _)| p.stacks.iter().position(|d| &d.def.name == n).unwrap_or(usize::MAX));
         let cw = crate::stepwork::chip_work(&sw, w.chips, spec.sparsecores_per_chip, samples_per_sc);
         let new_worst = cw.straggler.1 > out.straggler.ratio;
         if new_worst {
@@ -144,7 +166,8 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
                 v.message = st.message.clone();
             }
         }
-        if new_worst {
+        // A repeated step has its period's straggler ratio, never a larger one: its batch is not needed.
+        if let (true, Some(batch)) = (new_worst, batch) {
             worst_batch = Some((step, batch));
         }
         out.steps.push(StepWork {
