@@ -43,6 +43,16 @@ enum Command {
     Demo(cmd::demo::Args),
 }
 
+impl Command {
+    /// Whether the command may write files (whose temporaries an interrupt must remove).
+    fn writes_files(&self) -> bool {
+        !matches!(
+            self,
+            Command::Preprocess(_) | Command::Chips(_) | Command::Op(_) | Command::Select(_)
+        )
+    }
+}
+
 fn main() -> ExitCode {
     // A closed stdout (`tpusim run ... | head -1`) ends the program as any Unix filter ends: by SIGPIPE,
     // quietly, instead of a panic in the middle of printing.
@@ -51,13 +61,6 @@ fn main() -> ExitCode {
     unsafe {
         libc::signal(libc::SIGPIPE, libc::SIG_DFL);
     }
-    // Ctrl-C or SIGTERM: no half-written file stays behind (outputs are renamed into place only
-    // when complete); the pending temporary files are removed and the run stops with 130.
-    let _ = ctrlc::set_handler(|| {
-        sim_core::output::remove_pending();
-        eprintln!("interrupted: no output was left half-written");
-        std::process::exit(130);
-    });
     let cli = match Cli::try_parse() {
         Ok(cli) => cli,
         Err(e) => {
@@ -68,6 +71,16 @@ fn main() -> ExitCode {
             };
         }
     };
+    // Ctrl-C or SIGTERM: no half-written file stays behind (outputs are renamed into place only
+    // when complete); the pending temporary files are removed and the run stops with 130. Commands
+    // that only print need no handler (it costs a thread at start-up).
+    if cli.command.writes_files() {
+        let _ = ctrlc::set_handler(|| {
+            sim_core::output::remove_pending();
+            eprintln!("interrupted: no output was left half-written");
+            std::process::exit(130);
+        });
+    }
     let result = match cli.command {
         Command::Layout(a) => cmd::layout::run(a),
         Command::Preprocess(a) => cmd::preprocess::run(a),
