@@ -22,8 +22,9 @@ use super::stacking::{build_stacks, Stack};
 use super::tally::{with_tally, ColumnMap};
 use super::{Options, PreprocessError, PreprocessOutput, MINIBATCH_BUCKETS};
 
-/// Ids read at a time by one SparseCore (256 KiB: the block stays in cache while it is counted).
-const BLOCK_IDS: usize = 1 << 16;
+/// Ids read at a time by one SparseCore (64 KiB: the block stays in L2 beside the two-bit table while
+/// it is counted, and a fresh thread's buffer costs 16 page faults, not 64).
+const BLOCK_IDS: usize = 1 << 14;
 
 /// A dense int32 [rows, valency] array stored uncompressed in the zip.
 struct Member {
