@@ -5,32 +5,10 @@
 
 use std::collections::BTreeMap;
 
-use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, ScCompileParams, VerdictClass};
+mod common;
 
-/// The chip presets' SparseCore facts (sim-tpu/chips/*.json, as in limits_compile_records.rs).
-fn params(chip: &str) -> ScCompileParams {
-    match chip {
-        "v5p" => ScCompileParams {
-            num_sc_per_device: 4,
-            tilespmem_bytes: 524_128,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8,
-        },
-        "v6e" => ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 262_112,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8,
-        },
-        "tpu7x" => ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 524_032,
-            spmem_fixed_overhead_bytes: 15_872,
-            simd_lanes_f32: 16,
-        },
-        other => panic!("{other}"),
-    }
-}
+use common::params;
+use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, VerdictClass};
 
 /// Probes the rule is known to get wrong: ("chip kind vocab dim batch max_ids/max_unique", why).
 const KNOWN: &[(&str, &str)] = &[

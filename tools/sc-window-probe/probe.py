@@ -23,9 +23,12 @@ widths that are not a multiple of 16), which is recorded as error_class "crash" 
 is restarted. Progress goes to stderr.
 """
 
+import argparse
+import glob
 import json
 import os
 import re
+import shutil
 import subprocess
 import sys
 import tempfile
@@ -103,6 +106,15 @@ def cases():
     return out
 
 
+def case_from_json(d):
+    """A case from {chip, kind, dim, batch?, max_ids?, max_unique?, vocab?}: max_ids defaults to
+    max_unique (and max_unique to max_ids), the rest as case()."""
+    d = dict(d)
+    ids, unique = d.pop("max_ids", None), d.pop("max_unique", None)
+    ids = unique if ids is None else ids
+    return case(**d, **({} if ids is None else {"ids": ids}), unique=unique)
+
+
 def error_class(text):
     for key, cls in (
         ("Valid window was not found", "valid_window"),
@@ -152,12 +164,50 @@ def worker():
         else:
             args += [spec((c["batch"], c["dim"]), jnp.float32), spec((), jnp.float32)]
             f = lambda *a: sgd.tpu_sparse_dense_matmul_grad_with_sgd_primitive.bind(*a, **limits)
+        lowering = bool(os.environ.get("SC_PROBE_LOWERING")) and c["kind"] == "fwd"
+        dump = tempfile.mkdtemp(prefix="sc-probe-dump-") if lowering else None
+        options = dict(xla_dump_to=dump, xla_dump_hlo_as_text=True, xla_dump_hlo_pass_re=DECOMPOSER) if dump else {}
         try:
-            jax.jit(f).lower(*args).compile()
+            jax.jit(f).lower(*args).compile(compiler_options=options)
             r = dict(status="compiled", error_class=None, error=None)
         except Exception as e:  # the compiler's verdict
             r = dict(status="compile_error", error_class=error_class(str(e)), error=first_line(str(e)))
+            if os.environ.get("SC_PROBE_FULL_ERRORS"):
+                r["error_full"] = str(e)
+        if dump:
+            r.update(read_lowering(dump))
+            shutil.rmtree(dump)
         print(MARK + json.dumps(r), flush=True)
+
+
+DECOMPOSER = "sparse-dense-matmul-op-decomposer"
+
+
+def read_lowering(dump):
+    """The compiler's dump of one fwd compile: which lookup it lowered to and, when it compiled
+    the activation scatter, that scatter's window.
+
+    lowering  "fused" (each SparseCore deduplicates its ids and scatters inside the compute loop)
+              or "scatter" (global deduplication, then a gather and a scatter into the
+              activations), read off the HLO after the decomposer pass; null without that dump.
+    window_rows, window_cols  the activation scatter's output_window_bounds (compiled scatter only).
+    scratchpad_bytes  that window's scratchpad_allocation_size."""
+    out = dict(lowering=None, window_rows=None, window_cols=None, scratchpad_bytes=None)
+    after = glob.glob(os.path.join(dump, f"*after_{DECOMPOSER}.*"))
+    if after:
+        with open(after[0]) as f:
+            out["lowering"] = "scatter" if "global_unique_mask" in f.read() else "fused"
+    final = glob.glob(os.path.join(dump, "*after_optimizations.txt"))
+    if final:
+        with open(final[0]) as f:
+            for line in f:
+                if not re.search(r"%activations[.0-9]* = f32\[[^\]]*\]\{[^}]*\} scatter\(", line):
+                    continue
+                m = re.search(r'"output_window_bounds":\["(\d+)","(\d+)"\].*?"scratchpad_allocation_size":"(\d+)"', line)
+                if m:
+                    out.update(window_rows=int(m.group(1)), window_cols=int(m.group(2)),
+                               scratchpad_bytes=int(m.group(3)))
+    return out
 
 
 def crash_line(log_path):
@@ -170,7 +220,28 @@ def crash_line(log_path):
 
 
 def main():
-    todo = cases()
+    ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    ap.add_argument("--set", default="base", choices=sorted(CASE_SETS),
+                    help="which built-in cases to compile (default: base, the first 136 records)")
+    ap.add_argument("--cases", metavar="JSONL",
+                    help="compile these cases instead (one object a line with chip, kind, dim and "
+                         "optionally batch, max_ids, max_unique, vocab; see case_from_json)")
+    ap.add_argument("--full-errors", action="store_true",
+                    help="add the compiler's whole error text as error_full (exploration only)")
+    ap.add_argument("--lowering", action="store_true",
+                    help="also record which lookup the compiler lowered a fwd case to and its "
+                         "activation-scatter window (lowering, window_rows, window_cols, "
+                         "scratchpad_bytes; see read_lowering), from the compiler's HLO dumps")
+    args = ap.parse_args()
+    if args.full_errors:
+        os.environ["SC_PROBE_FULL_ERRORS"] = "1"
+    if args.lowering:
+        os.environ["SC_PROBE_LOWERING"] = "1"
+    if args.cases:
+        with open(args.cases) as f:
+            todo = [case_from_json(json.loads(l)) for l in f if l.strip()]
+    else:
+        todo = CASE_SETS[args.set]()
     log = tempfile.NamedTemporaryFile(prefix="sc-probe-", suffix=".log", delete=False).name
     proc = None
     t0 = time.time()
@@ -199,6 +270,8 @@ def main():
         proc.wait()
     os.unlink(log)
 
+
+CASE_SETS = {"base": cases}
 
 if __name__ == "__main__":
     worker() if sys.argv[1:] == ["--worker"] else main()

@@ -1,56 +1,65 @@
 //! The compile-time verdict of the XLA TPU compiler for a SparseCore embedding table: the static
 //! SparseCore allocations a lookup ("fwd") or a backward pass with an SGD update ("grad_sgd") needs,
-//! derived from the compiler's own reports (reference/tpu-compiler/sparsecore.jsonl) and checked in
-//! the order the compiler checks them:
+//! derived from the compiler's own reports (reference/tpu-compiler/sparsecore.jsonl) and from
+//! probes of the compiler (libtpu 0.0.52 compiling ahead of time in a scratch venv, as
+//! reference/tpu-compiler/README.md allows; testdata/limits/window_probes.jsonl), checked in the
+//! order the compiler checks them. u8 is max_unique rounded up to a multiple of 8 (the compiler
+//! reports it so), pd the width rounded up to 8, S the scratchpad a window gets
+//! (`ScCompileParams::scratchpad_bytes`), L the f32 SIMD lanes, n the SparseCores of a device.
 //! 1. HBM per tensor: the table (vocabulary padded to 8 x SparseCores, f32) must be <= 16 GiB.
-//! 2. Spmem (E3001): fixed + row-dependent / replicas <= total Spmem for some logical replica count
-//!    up to 16. fwd: fixed 0, row-dependent 8 B x max_unique. grad_sgd: fixed 36 B x max_unique +
-//!    a per-chip constant, row-dependent 12 B x max_ids.
+//! 2. E3001, either of:
+//!    - Spmem: fixed + row-dependent / replicas <= total Spmem for some logical replica count up
+//!      to 16. fwd: fixed 0, row-dependent 8 B x max_unique. grad_sgd: fixed 36 B x max_unique +
+//!      a per-chip constant, row-dependent 12 B x max_ids. A grad_sgd width that is not a multiple
+//!      of 8 cannot be split into 8-wide vectors (split factor 1): fixed is then
+//!      max_unique x (4 x dim + 20) + 124 x dim + 496 (fitted exactly to 11 E3001 reports:
+//!      dims 100..1004, max_unique 64..4096, the same on v6e, v5p and tpu7x).
+//!    - the gathered rows: n x u8 x pd x 4 B must be <= 2^31 (fwd and grad_sgd; probed: v5p
+//!      compiles 8192 ids at 16384 wide and 16376 wide, not 8193 or 16392 wide; v6e 8192 / 8200
+//!      at 32768; tpu7x 4096 / 4104 at 65536; v5p grad_sgd 10920 / 11000 at 12288).
 //! 3. TileSpmem row: a CSR row of max_unique ids x (feature width + 1) f32 / 8 must fit the tile's
 //!    available TileSpmem (40 B reserved) after splitting the feature vector up to width / 8 ways.
-//! 4. Window for wide rows ("Valid window was not found ... scratchpad allocation size is N"). No
-//!    calibration record fails here; the rule was read off the compiler itself (libtpu 0.0.52, the
-//!    records' version, compiling AOT in a scratch venv, as reference/tpu-compiler/README.md allows)
-//!    and agrees with every record. Widths are padded to 8 (pd).
+//! 4. Window for wide rows ("Valid window was not found ... scratchpad allocation size is S"):
 //!    - grad_sgd: the fusion that deduplicates gradient rows (%accumulated_gradient_vectors_tuple)
-//!      takes whole rows, never a column slice. Its window needs 32 x (pd + 1) B; the compiler
-//!      offers TileSpmem - 32 - 8 x pd (the 8 x pd is the row window of the gradient gather,
-//!      [1, pd] double-buffered: 8 x pd + 8 B in SC_v5p_058, SC_v6e_057). So 40 x pd + 64 <= TileSpmem:
-//!      largest dim 13096 on v5p, 6544 on v6e, 13096 on tpu7x. Probed: 13096 compiles and 13104
-//!      fails on v5p; 6544 / 6552 on v6e; 13088 / 13104 on tpu7x; the budget did not move with
-//!      max_ids, max_unique, batch or vocabulary. Records: 8192 and 10240 compile on v5p
-//!      (SC_v5p_058, _076), 4096 on v6e (SC_v6e_057), 10240 and 12288 on tpu7x (SC_tpu7x_076, _077).
-//!    - fwd: the lookup's gather splits rows into column windows (SparseGather windows [96, 1024]
-//!      at dim 32768 in SC_v5p_044), so the lookup has no width limit of its own: v6e compiles dim
-//!      32768 and all three chips dim 262144 (small vocabulary). But when max_unique is large the
-//!      compiler leaves the fused lookup for a gather plus a scatter into the activations
-//!      (%activations), and the scatter takes whole rows: lanes rows (8 f32 lanes on v5p and v6e,
-//!      16 on tpu7x) double-buffered, plus the tile's share of the activations (sample_count / 16
-//!      tiles rows): (2 x lanes + share) x pd x 4 + 8 x lanes B <= TileSpmem + 32. Exact on every
-//!      probe (v6e 2728 / 2736, v5p 6544 / 6560 at max_unique 8192 / 16384, batch 32..4096) but
-//!      one: v5p compiled 6552 (not a multiple of 16) with a one-row window, which is not modelled.
-//!      Which lookup the compiler picks is the least certain part: the scatter is used from
-//!      32 x max_unique + 2 x min(sample_count, max_unique) + 880 x SparseCores + the Spmem
-//!      constant > TileSpmem (fitted to five probed edges: v6e 8096 / 8104 at batch 256, 8072 /
-//!      8080 at batch 1024, 8104 / 8112 at batch 32; v5p 16232 / 16240; tpu7x 15808 / 15816; all
-//!      within one step of 8 ids; the cap keeps SC_v6e_071, batch 262144 and max_unique 256,
-//!      fused, and agrees with probes at batch 4096, 65536 and 262144 near max_unique 8000).
-//!      It also moves with max_ids above max_unique (v6e max_ids 16384, max_unique 8096 takes the
-//!      scatter), which is not modelled.
+//!      takes whole rows, never a column slice: 32 x (pd + 1) B out of S - 8 x L - 8 x pd (the
+//!      8 x pd is the gradient gather's row window, [1, pd] double-buffered). Largest dim 13096
+//!      on v5p and tpu7x, 6544 on v6e; the offered bytes are the compiler's own (v5p 419264,
+//!      tpu7x 419072 at 13104). The budget does not move with max_ids, max_unique, batch or
+//!      vocabulary. On tpu7x (16 lanes) a width above 1024 that is not a multiple of 16 then
+//!      aborts the compiler in its scatter emitter (probed 1032..13096 abort, 1000 and 1016
+//!      compile): class Other.
+//!    - fwd: the lookup stays fused ("local": each SparseCore deduplicates its own ids and
+//!      scatters into its activations inside the compute loop, with column windows, so it has no
+//!      width limit: 262144 compiles) while both of the compiler's TileSpmem estimates fit T
+//!      (the available TileSpmem):
+//!        32 x u8 + 2 x min(sample_count, max_unique) + Spmem constant + 832 x n <= T, and
+//!        32 x u8 + 3 x ids x n x c x T / 2^25 + 2 x sample_count + Spmem constant + 224 - 32 x n <= T,
+//!      with c = 1024-column slices of the width rounded up to a power of two (1 up to 1024,
+//!      2 up to 2048, 4 up to 4096, 8 up to 8192, ...). The second is the width term: per id it
+//!      costs 3 c n T / 2^25 B (v5p 3 c / 16: slopes 0.368, 0.741, 1.504 B per id measured at
+//!      c = 2, 4, 8; tpu7x 0.369, 0.728, 1.467 at 4, 8, 16; v6e 0.361, 0.698, 1.438 at 8, 16, 32).
+//!      The edge in max_unique moves at exactly those widths (v5p 16232 up to 1024, 16144 up to
+//!      2048, 15960 up to 4096, 15608 up to 8192, at batch 256). Otherwise the compiler switches
+//!      to a global deduplication, a gather and a scatter into the activations (%activations),
+//!      and that scatter takes whole rows: a window of L rows of updates, double-buffered, and
+//!      either the tile's whole share of the activations (sample_count / 16 rows):
+//!        (2 L + share) x 4 x pd + 8 L <= S,
+//!      or, when that share does not fit, a split of the activations:
+//!        2 L x 4 x pd + (2 L + 36) x 4 x pad_L(pd) + 8 L + 160 + 4 L <= S
+//!      (pad_L: rounded up to L; both are the compiler's scratchpad_allocation_size to the byte on
+//!      51 compiled windows). The split is why the v6e edge stops moving at batch 1792: 960 / 968
+//!      at every batch up to 16384 (v5p 1920 / 1928 from batch 3584, tpu7x 1296 / 1304 from 2560).
+//!      When the whole-share window fills S exactly ((2 L + share) x 4 x pd = S) the compiler
+//!      falls back to a one-row window and compiles (v5p 6552 at batch 256 and five more, tpu7x
+//!      two), except at widths that are multiples of 1024 (v6e 1024 and 2048: the only widths at
+//!      which v6e can fill S exactly, so the probes cannot tell the chip from the width).
 //!
-//! The 32 B the grad window budget keeps back is tpu7x's 128 B in the compiler's report (its
-//! scatter budget is TileSpmem + 0, not + 32); the difference changes no verdict at the widths the
-//! tpu7x compiler accepts (multiples of 16: other widths abort it in the grad_sgd scatter emitter).
-//! grad_sgd widths that are not a multiple of 8 fail E3001 (no vector split), not modelled here;
-//! nor is the row check with max_ids far above max_unique at wide rows (v6e, dim 4096, max_ids
-//! 65536, max_unique 8096: the compiler's Row bytes are max_unique x (dim + 1) x 4, not / 8).
-//!
-//! Checked against 136 probes of the compiler (testdata/limits/window_probes.jsonl, written by
-//! tools/sc-window-probe): 121 agree. Of the 15 that do not, two show the fwd trigger above is
-//! incomplete: at wide rows the switch to the scatter comes earlier (v5p at 15608 / 15616 for dim
-//! 8192, tpu7x at 15680 / 15688 for dim 4096), so it depends on the width too; and at batch 4096
-//! the v6e scatter window edge is 960 / 968, not the 448 / 456 the share term gives. In both the
-//! verdict here is "compiles" where the compiler fails. The test lists each disagreement.
+//! Checked against the compiler's verdicts in testdata/limits/window_probes.jsonl (written by
+//! tools/sc-window-probe); sim-sparsecore/tests/limits_window_probes.rs lists the few it still
+//! gets wrong and why. Not modelled: the lookup's switch with max_ids far above max_unique at
+//! widths up to 1024 (the compiler minibatches the ids there and the per-id cost is no longer
+//! linear; the verdict only changes on v6e, whose 1024-wide scatter window can fail), and the
+//! row check with max_ids far above max_unique at wide rows.
 
 use serde::{Deserialize, Serialize};
 use sim_core::units::{bytes, bytes_of};
@@ -61,23 +70,51 @@ pub const HBM_PER_TENSOR_LIMIT_BYTES: u64 = 16 << 30;
 pub const MAX_REPLICAS: u64 = 16;
 /// TileSpmem bytes the compiler keeps back from the "row" check (observed: TileSpmem - Available).
 pub const TILESPMEM_ROW_RESERVE_BYTES: u64 = 40;
+/// The gathered rows of all SparseCores (n x u8 x pd x 4 B) must fit this many bytes (E3001).
+pub const GATHERED_ROWS_LIMIT_BYTES: u64 = 1 << 31;
 
 /// grad_sgd: bytes per padded feature of the gradient-deduplication window (32 x (pd + 1)).
 pub const GRAD_WINDOW_BYTES_PER_FEATURE: u64 = 32;
 /// grad_sgd: bytes per padded feature of the gradient gather's row window, already allocated.
 pub const GRAD_GATHER_ROW_BYTES_PER_FEATURE: u64 = 8;
-/// grad_sgd: TileSpmem bytes kept back from the window budget (observed on v5p and v6e).
-pub const GRAD_WINDOW_RESERVE_BYTES: u64 = 32;
-/// fwd: bytes the activation scatter's budget exceeds TileSpmem by (observed on v5p and v6e).
-pub const FWD_SCATTER_EXTRA_BYTES: u64 = 32;
+/// grad_sgd: scratchpad bytes per f32 lane kept back from the window budget (v5p and v6e 64,
+/// tpu7x 128 in the compiler's reports).
+pub const GRAD_WINDOW_RESERVE_BYTES_PER_LANE: u64 = 8;
+/// grad_sgd widths not a multiple of 8 (split factor 1): fixed Spmem bytes per unique id are
+/// 4 x dim + this.
+pub const GRAD_UNSPLIT_BYTES_PER_UNIQUE: u64 = 20;
+/// grad_sgd widths not a multiple of 8: fixed Spmem bytes per feature.
+pub const GRAD_UNSPLIT_BYTES_PER_FEATURE: u64 = 124;
+/// grad_sgd widths not a multiple of 8: constant part of the fixed Spmem allocation.
+pub const GRAD_UNSPLIT_CONSTANT_BYTES: u64 = 496;
+/// tpu7x's grad_sgd scatter emitter aborts above this width unless it is a multiple of the lanes.
+pub const GRAD_ABORT_MIN_WIDTH: u64 = 1024;
 /// Tiles (vector subcores) per SparseCore: the activations are shared out over them.
 pub const TILES_PER_SC: u64 = 16;
-/// fwd: Spmem/TileSpmem bytes per unique id the fused lookup needs (fitted, see the module doc).
-pub const FWD_FUSED_BYTES_PER_UNIQUE: u64 = 32;
-/// fwd: bytes per sample of the device's batch share the fused lookup needs (fitted).
-pub const FWD_FUSED_BYTES_PER_SAMPLE: u64 = 2;
-/// fwd: bytes per SparseCore the fused lookup needs (fitted).
-pub const FWD_FUSED_BYTES_PER_SC: u64 = 880;
+/// fwd: TileSpmem bytes per unique id (u8) in both of the lookup's estimates.
+pub const FWD_LOCAL_BYTES_PER_UNIQUE: u64 = 32;
+/// fwd: bytes per sample of the SparseCore's batch share in both estimates.
+pub const FWD_LOCAL_BYTES_PER_SAMPLE: u64 = 2;
+/// fwd, first estimate: bytes per SparseCore of the device (fitted: 824..852 on v5p, 752..864 on
+/// v6e; tpu7x's probes want 1008..1024, a difference no verdict shows because every width up to
+/// 1024 fits tpu7x's scatter window).
+pub const FWD_LOCAL_BYTES_PER_SC: u64 = 832;
+/// fwd, second estimate: columns of one slice of the width.
+pub const FWD_COLUMN_SLICE: u64 = 1024;
+/// fwd, second estimate: per-id bytes are 3 x slices x SparseCores x TileSpmem / 2^25.
+pub const FWD_SLICE_BYTES_PER_ID_NUMERATOR: u64 = 3;
+/// fwd, second estimate: log2 of the divisor of the per-id bytes.
+pub const FWD_SLICE_BYTES_PER_ID_SHIFT: u32 = 25;
+/// fwd, second estimate: constant bytes (plus the Spmem constant, minus 32 per SparseCore).
+pub const FWD_WIDE_CONSTANT_BYTES: u64 = 224;
+/// fwd, second estimate: bytes per SparseCore taken off the constant.
+pub const FWD_WIDE_BYTES_PER_SC_CREDIT: u64 = 32;
+/// fwd scatter split window: rows at the lane-padded width beyond the 2 L of the activation split.
+pub const FWD_SPLIT_EXTRA_ROWS: u64 = 36;
+/// fwd scatter split window: constant bytes (plus 4 per lane).
+pub const FWD_SPLIT_CONSTANT_BYTES: u64 = 160;
+/// fwd scatter: widths at which an exactly full window does not fall back to a one-row window.
+pub const FWD_ONE_ROW_EXCLUDED_MULTIPLE: u64 = 1024;
 
 /// The SparseCore facts of a chip the verdict needs (from the chip preset).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -86,6 +123,9 @@ pub struct ScCompileParams {
     pub num_sc_per_device: u64,
     /// TileSpmem bytes a program can use per tile (the compiler's "TileSpmem bytes").
     pub tilespmem_bytes: u64,
+    /// Scratchpad bytes the compiler offers a fusion's window ("scratchpad allocation size is N":
+    /// v5p 524160, v6e 262144, tpu7x 524032).
+    pub scratchpad_bytes: u64,
     /// Constant part of the backward pass's fixed Spmem allocation.
     pub spmem_fixed_overhead_bytes: u64,
     /// f32 SIMD lanes of a tile (v5p 8, v6e 8, tpu7x 16): rows of the activation scatter's window.
@@ -170,13 +210,26 @@ pub struct CompileVerdict {
     pub largest_max_unique: u64,
 }
 
+/// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup).
+fn splits_into_vectors(case: &CompileCase) -> bool {
+    case.kind == ProgramKind::Fwd || case.dim % 8 == 0
+}
+
+/// Spmem (fixed, row-dependent) bytes of the E3001 check.
 fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
     match case.kind {
         ProgramKind::Fwd => (0, case.max_unique.saturating_mul(8)),
-        ProgramKind::GradSgd => (
+        ProgramKind::GradSgd if splits_into_vectors(case) => (
             case.max_unique
                 .saturating_mul(36)
                 .saturating_add(p.spmem_fixed_overhead_bytes),
+            case.max_ids.saturating_mul(12),
+        ),
+        ProgramKind::GradSgd => (
+            case.max_unique
+                .saturating_mul(case.dim.saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
+                .saturating_add(case.dim.saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
+                .saturating_add(GRAD_UNSPLIT_CONSTANT_BYTES),
             case.max_ids.saturating_mul(12),
         ),
     }
@@ -204,25 +257,110 @@ fn padded_dim(case: &CompileCase) -> u64 {
     case.dim.div_ceil(8).saturating_mul(8)
 }
 
+/// max_unique rounded up to a multiple of 8, as the compiler reports it.
+fn padded_unique(case: &CompileCase) -> u64 {
+    case.max_unique.div_ceil(8).saturating_mul(8)
+}
+
+/// Bytes of the rows all SparseCores gather (n x u8 x pd x 4), which E3001 caps at 2^31.
+fn gathered_rows_bytes(case: &CompileCase, p: &ScCompileParams) -> u128 {
+    u128::from(p.num_sc_per_device)
+        .saturating_mul(u128::from(padded_unique(case)))
+        .saturating_mul(u128::from(padded_dim(case)))
+        .saturating_mul(4)
+}
+
 /// Samples of the device's batch one SparseCore handles (the compiler's sample_count).
 fn sample_count(case: &CompileCase, p: &ScCompileParams) -> u64 {
     case.batch / p.num_sc_per_device.max(1)
 }
 
+/// fwd: 1024-column slices of the width, rounded up to a power of two (at least 1).
+fn column_slices(case: &CompileCase) -> u64 {
+    padded_dim(case)
+        .div_ceil(FWD_COLUMN_SLICE)
+        .max(1)
+        .checked_next_power_of_two()
+        .unwrap_or(u64::MAX)
+}
+
+/// fwd: the compiler's two TileSpmem estimates for the fused lookup, each as (need, budget).
+fn fwd_local_estimates(case: &CompileCase, p: &ScCompileParams) -> [(u128, u128); 2] {
+    let n = u128::from(p.num_sc_per_device);
+    let ids_and_samples = u128::from(padded_unique(case)) * u128::from(FWD_LOCAL_BYTES_PER_UNIQUE)
+        + u128::from(p.spmem_fixed_overhead_bytes);
+    let first = ids_and_samples
+        // Capped at max_unique: SC_v6e_071 (batch 262144, max_unique 256) stays fused.
+        + u128::from(sample_count(case, p).min(case.max_unique)) * u128::from(FWD_LOCAL_BYTES_PER_SAMPLE)
+        + n * u128::from(FWD_LOCAL_BYTES_PER_SC);
+    let per_id = u128::from(FWD_SLICE_BYTES_PER_ID_NUMERATOR)
+        .saturating_mul(u128::from(case.max_ids))
+        .saturating_mul(n)
+        .saturating_mul(u128::from(column_slices(case)))
+        .saturating_mul(u128::from(p.tilespmem_bytes));
+    let second = ids_and_samples
+        .saturating_add(per_id.div_ceil(1u128 << FWD_SLICE_BYTES_PER_ID_SHIFT))
+        .saturating_add(u128::from(sample_count(case, p)) * u128::from(FWD_LOCAL_BYTES_PER_SAMPLE))
+        .saturating_add(u128::from(FWD_WIDE_CONSTANT_BYTES));
+    let t = u128::from(p.tilespmem_bytes);
+    [(first, t), (second, t + n * u128::from(FWD_WIDE_BYTES_PER_SC_CREDIT))]
+}
+
 /// fwd: whether the compiler leaves the fused lookup for a gather plus an activation scatter.
 fn fwd_uses_scatter(case: &CompileCase, p: &ScCompileParams) -> bool {
-    let need = u128::from(case.max_unique) * u128::from(FWD_FUSED_BYTES_PER_UNIQUE)
-        // Capped at max_unique: SC_v6e_071 (batch 262144, max_unique 256) stays fused.
-        + u128::from(sample_count(case, p).min(case.max_unique))
-            * u128::from(FWD_FUSED_BYTES_PER_SAMPLE)
-        + u128::from(p.num_sc_per_device) * u128::from(FWD_FUSED_BYTES_PER_SC)
-        + u128::from(p.spmem_fixed_overhead_bytes);
-    need > u128::from(p.tilespmem_bytes)
+    fwd_local_estimates(case, p)
+        .iter()
+        .any(|(need, budget)| need > budget)
 }
 
 /// fwd: rows of the activations each tile holds while scattering.
 fn activation_rows_per_tile(case: &CompileCase, p: &ScCompileParams) -> u64 {
     sample_count(case, p).div_ceil(TILES_PER_SC)
+}
+
+/// fwd: bytes of the activation scatter's window at padded width `pd` with the tile's whole share
+/// of the activations, and with the activations split.
+fn scatter_windows(pd: u64, share: u64, lanes: u64) -> (u64, u64) {
+    let whole = lanes
+        .saturating_mul(2)
+        .saturating_add(share)
+        .saturating_mul(4)
+        .saturating_mul(pd)
+        .saturating_add(lanes.saturating_mul(8));
+    let lane_padded = pd.div_ceil(lanes.max(1)).saturating_mul(lanes.max(1));
+    let split = lanes
+        .saturating_mul(8)
+        .saturating_mul(pd)
+        .saturating_add(
+            lanes
+                .saturating_mul(2)
+                .saturating_add(FWD_SPLIT_EXTRA_ROWS)
+                .saturating_mul(4)
+                .saturating_mul(lane_padded),
+        )
+        .saturating_add(lanes.saturating_mul(12))
+        .saturating_add(FWD_SPLIT_CONSTANT_BYTES);
+    (whole, split)
+}
+
+/// fwd: bytes the activation scatter needs at padded width `pd`: the smaller of its two windows,
+/// or the one-row window when the whole-share window's rows fill the scratchpad exactly.
+fn scatter_need(pd: u64, share: u64, p: &ScCompileParams) -> u64 {
+    let lanes = p.simd_lanes_f32;
+    let (whole, split) = scatter_windows(pd, share, lanes);
+    let rows_only = whole.saturating_sub(lanes.saturating_mul(8));
+    if rows_only == p.scratchpad_bytes && pd % FWD_ONE_ROW_EXCLUDED_MULTIPLE != 0 {
+        let (one_row, _) = scatter_windows(pd, share, 1);
+        return one_row;
+    }
+    whole.min(split)
+}
+
+/// grad_sgd: scratchpad bytes the compiler offers the gradient-deduplication window.
+fn grad_window_offered(pd: u64, p: &ScCompileParams) -> u64 {
+    p.scratchpad_bytes
+        .saturating_sub(p.simd_lanes_f32.saturating_mul(GRAD_WINDOW_RESERVE_BYTES_PER_LANE))
+        .saturating_sub(pd.saturating_mul(GRAD_GATHER_ROW_BYTES_PER_FEATURE))
 }
 
 /// The whole-row window: (bytes needed, bytes offered), or None when the program has none.
@@ -231,48 +369,51 @@ fn row_window(case: &CompileCase, p: &ScCompileParams) -> Option<(u64, u64)> {
     match case.kind {
         ProgramKind::GradSgd => Some((
             pd.saturating_add(1).saturating_mul(GRAD_WINDOW_BYTES_PER_FEATURE),
-            p.tilespmem_bytes
-                .saturating_sub(GRAD_WINDOW_RESERVE_BYTES)
-                .saturating_sub(pd.saturating_mul(GRAD_GATHER_ROW_BYTES_PER_FEATURE)),
+            grad_window_offered(pd, p),
         )),
-        ProgramKind::Fwd if fwd_uses_scatter(case, p) => {
-            let rows = p
-                .simd_lanes_f32
-                .saturating_mul(2)
-                .saturating_add(activation_rows_per_tile(case, p));
-            Some((
-                rows.saturating_mul(pd)
-                    .saturating_mul(4)
-                    .saturating_add(p.simd_lanes_f32.saturating_mul(8)),
-                p.tilespmem_bytes.saturating_add(FWD_SCATTER_EXTRA_BYTES),
-            ))
-        }
+        ProgramKind::Fwd if fwd_uses_scatter(case, p) => Some((
+            scatter_need(pd, activation_rows_per_tile(case, p), p),
+            p.scratchpad_bytes,
+        )),
         ProgramKind::Fwd => None,
     }
 }
 
 /// The largest padded width whose whole-row window fits, the other values kept.
 fn largest_window_dim(case: &CompileCase, p: &ScCompileParams) -> u64 {
+    let s = p.scratchpad_bytes;
+    let lanes = p.simd_lanes_f32;
     let dim = match case.kind {
-        // 32 (pd + 1) <= T - 32 - 8 pd  <=>  40 pd <= T - 64
+        // 32 (pd + 1) <= S - 8 L - 8 pd  <=>  40 pd <= S - 8 L - 32
         ProgramKind::GradSgd => {
-            p.tilespmem_bytes
-                .saturating_sub(GRAD_WINDOW_RESERVE_BYTES + GRAD_WINDOW_BYTES_PER_FEATURE)
+            s.saturating_sub(lanes.saturating_mul(GRAD_WINDOW_RESERVE_BYTES_PER_LANE) + GRAD_WINDOW_BYTES_PER_FEATURE)
                 / (GRAD_WINDOW_BYTES_PER_FEATURE + GRAD_GATHER_ROW_BYTES_PER_FEATURE)
         }
-        // (2 lanes + share) 4 pd + 8 lanes <= T + 32
         ProgramKind::Fwd => {
-            let rows = p
-                .simd_lanes_f32
-                .saturating_mul(2)
-                .saturating_add(activation_rows_per_tile(case, p));
-            p.tilespmem_bytes
-                .saturating_add(FWD_SCATTER_EXTRA_BYTES)
-                .saturating_sub(p.simd_lanes_f32.saturating_mul(8))
-                / rows.saturating_mul(4).max(1)
+            let share = activation_rows_per_tile(case, p);
+            // (2 L + share) 4 pd <= S (the one-row fallback fills S exactly), or
+            // (16 L + 144) pd + 12 L + 160 <= S at widths that are multiples of L; then step down
+            // to the first width that fits.
+            let whole = s / lanes.saturating_mul(2).saturating_add(share).saturating_mul(4).max(1);
+            let split = s.saturating_sub(lanes.saturating_mul(12) + FWD_SPLIT_CONSTANT_BYTES)
+                / lanes
+                    .saturating_mul(16)
+                    .saturating_add(4 * FWD_SPLIT_EXTRA_ROWS)
+                    .max(1);
+            let mut pd = whole.max(split) / 8 * 8;
+            while pd > 0 && scatter_need(pd, share, p) > s {
+                pd -= 8;
+            }
+            pd
         }
     };
     dim / 8 * 8
+}
+
+/// tpu7x: a grad_sgd width above 1024 that is not a multiple of the lanes aborts the compiler.
+fn grad_scatter_aborts(case: &CompileCase, p: &ScCompileParams) -> bool {
+    let pd = padded_dim(case);
+    case.kind == ProgramKind::GradSgd && pd > GRAD_ABORT_MIN_WIDTH && pd % p.simd_lanes_f32.max(1) != 0
 }
 
 fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
@@ -281,7 +422,9 @@ fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
         return VerdictClass::HbmPerTensor;
     }
     let (fixed, row_dep) = spmem(case, p);
-    if fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)) > p.tilespmem_bytes {
+    if fixed.saturating_add(row_dep.div_ceil(MAX_REPLICAS)) > p.tilespmem_bytes
+        || gathered_rows_bytes(case, p) > u128::from(GATHERED_ROWS_LIMIT_BYTES)
+    {
         return VerdictClass::SpmemReplicaCount;
     }
     if row_bytes(case).div_ceil(max_split(case)) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
@@ -291,6 +434,9 @@ fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
         if need > offered {
             return VerdictClass::VmemWindow;
         }
+    }
+    if grad_scatter_aborts(case, p) {
+        return VerdictClass::Other;
     }
     VerdictClass::Ok
 }
@@ -351,10 +497,23 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
     let sample_count = sample_count(case, p);
     let (window_need, window_offered) = row_window(case, p).unwrap_or((0, 0));
     // The compiler splits the feature vector into 8-wide pieces for the backward pass (split =
-    // width / 8 in every E3001 record); the lookup reports split factor 1.
+    // width / 8 in every E3001 record, 1 when the width is not a multiple of 8); the lookup
+    // reports split factor 1.
     let split = match case.kind {
-        ProgramKind::Fwd => 1,
-        ProgramKind::GradSgd => max_split(case),
+        ProgramKind::GradSgd if splits_into_vectors(case) => max_split(case),
+        _ => 1,
+    };
+    let gathered = gathered_rows_bytes(case, p);
+    let cause = if gathered > u128::from(GATHERED_ROWS_LIMIT_BYTES) {
+        format!(
+            " The rows the {} SparseCores gather, {} x {} x {} x 4 = {gathered} B, exceed 2^31 B.",
+            p.num_sc_per_device,
+            p.num_sc_per_device,
+            padded_unique(case),
+            padded_dim(case)
+        )
+    } else {
+        String::new()
     };
     // With max_ids this large no max_unique fits: the advice is then about max_ids alone.
     let advice = if largest_max_unique == 0 {
@@ -377,7 +536,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             case.dim
         ),
         VerdictClass::SpmemReplicaCount => format!(
-            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}). {advice}",
+            "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}).{cause} {advice}",
             case.max_ids, case.max_unique, case.dim, p.tilespmem_bytes
         ),
         VerdictClass::TilespmemRow => format!(
@@ -391,12 +550,18 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
             largest_window_dim(case, p)
         ),
         VerdictClass::VmemWindow => format!(
-            "Valid window was not found for %activations = f32[{sample_count},{}] scatter (max_unique_ids_per_partition = {} leaves the fused lookup for a gather plus a scatter of whole rows). scratchpad allocation size is {window_offered}; the window needs {window_need} B. Lower max_unique_ids_per_partition to at most {largest_max_unique} (keeps the fused lookup), or the embedding dim to at most {}.",
+            "Valid window was not found for %activations = f32[{sample_count},{}] scatter (max_unique_ids_per_partition = {} with max_ids_per_partition = {} at this width leaves the fused lookup for a gather plus a scatter of whole rows). scratchpad allocation size is {window_offered}; the window needs {window_need} B. Lower max_unique_ids_per_partition to at most {largest_max_unique} or max_ids_per_partition to at most {largest_max_ids} (keeps the fused lookup), or the embedding dim to at most {}.",
             padded_dim(case),
             case.max_unique,
+            case.max_ids,
             largest_window_dim(case, p)
         ),
-        VerdictClass::Other => String::new(),
+        VerdictClass::Other => format!(
+            "The compiler aborts (vectorizing_initialization_emitter_scatter: Check failed: value_size % kChunkSize == 0): the gradient scatter of a width above {GRAD_ABORT_MIN_WIDTH} needs a multiple of the {} f32 lanes, got {}. Pad the embedding dim to a multiple of {}.",
+            p.simd_lanes_f32,
+            padded_dim(case),
+            p.simd_lanes_f32
+        ),
     };
     CompileVerdict {
         compiles: class == VerdictClass::Ok,
