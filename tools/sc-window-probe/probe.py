@@ -417,9 +417,12 @@ def fresh_cases():
     ):
         out += pairs(chip, "fwd", dim, batch, [(last, last + 8)], vocab=vocab)
     # The switch in max_ids, max_unique kept below its edge.
+    # (The second edge of three is the final rule's; the first the rule's a revision earlier.)
     for chip, dim, batch, unique, last in (
         ("v5p", 6144, 512, 15400, 19968), ("tpu7x", 12288, 512, 14944, 19528),
-        ("v6e", 24576, 128, 7720, 9168), ("v6e", 6000, 2048, 7800, 24744),
+        ("tpu7x", 12288, 512, 14944, 19520), ("v6e", 24576, 128, 7720, 9168),
+        ("v6e", 24576, 128, 7720, 9152), ("v6e", 6000, 2048, 7800, 24744),
+        ("v6e", 6000, 2048, 7800, 24832),
     ):
         out += pairs(chip, "fwd", dim, batch, [(last, last + 8)], field="ids", unique=unique)
     # The activation scatter's widest width at new batches (whole share, split, exact fill).

@@ -70,6 +70,8 @@ pub const HBM_PER_TENSOR_LIMIT_BYTES: u64 = 16 << 30;
 pub const MAX_REPLICAS: u64 = 16;
 /// TileSpmem bytes the compiler keeps back from the "row" check (observed: TileSpmem - Available).
 pub const TILESPMEM_ROW_RESERVE_BYTES: u64 = 40;
+/// CSR rows a partition's ids are spread over (the "row" check's row holds max_ids / 8 ids).
+pub const CSR_ROWS_PER_PARTITION: u64 = 8;
 /// The gathered rows of all SparseCores (n x u8 x pd x 4 B) must fit this many bytes (E3001).
 pub const GATHERED_ROWS_LIMIT_BYTES: u64 = 1 << 31;
 
@@ -105,10 +107,13 @@ pub const FWD_COLUMN_SLICE: u64 = 1024;
 pub const FWD_SLICE_BYTES_PER_ID_NUMERATOR: u64 = 3;
 /// fwd, second estimate: log2 of the divisor of the per-id bytes.
 pub const FWD_SLICE_BYTES_PER_ID_SHIFT: u32 = 25;
-/// fwd, second estimate: constant bytes (plus the Spmem constant, minus 32 per SparseCore).
-pub const FWD_WIDE_CONSTANT_BYTES: u64 = 224;
+/// fwd, second estimate: max_ids counts in multiples of this (8 CSR rows of a multiple of 8).
+pub const FWD_IDS_GRANULE: u64 = 64;
+/// fwd, second estimate: constant bytes (plus the Spmem constant, minus 16 per SparseCore;
+/// fitted: v5p wants 90..96, tpu7x 114..128, v6e 142..144 in all).
+pub const FWD_WIDE_CONSTANT_BYTES: u64 = 160;
 /// fwd, second estimate: bytes per SparseCore taken off the constant.
-pub const FWD_WIDE_BYTES_PER_SC_CREDIT: u64 = 32;
+pub const FWD_WIDE_BYTES_PER_SC_CREDIT: u64 = 16;
 /// fwd scatter split window: rows at the lane-padded width beyond the 2 L of the activation split.
 pub const FWD_SPLIT_EXTRA_ROWS: u64 = 36;
 /// fwd scatter split window: constant bytes (plus 4 per lane).
@@ -235,11 +240,18 @@ fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
     }
 }
 
-fn row_bytes(case: &CompileCase) -> u64 {
-    let bytes = u128::from(case.max_unique)
-        .saturating_mul(u128::from(case.dim) + 1)
-        .saturating_mul(4)
-        / 8;
+/// Bytes of one CSR row of (feature width + 1) f32 per id. A partition's ids are spread over 8
+/// rows: max_unique / 8 ids a row, except in a lookup the compiler lowered to the activation
+/// scatter, where a row holds max_ids / 8 ids up to max_unique (probed: v5p, dim 8, max_unique
+/// 15976, max_ids 227336 reports Row bytes 575136 = 15976 x 9 x 4; with max_ids equal to
+/// max_unique both are max_unique / 8, as in every calibration record).
+fn row_bytes(case: &CompileCase, p: &ScCompileParams) -> u64 {
+    let per_id = (u128::from(case.dim) + 1) * 4;
+    let bytes = if case.kind == ProgramKind::Fwd && fwd_uses_scatter(case, p) {
+        u128::from(case.max_ids.div_ceil(CSR_ROWS_PER_PARTITION).min(case.max_unique)) * per_id
+    } else {
+        u128::from(case.max_unique) * per_id / u128::from(CSR_ROWS_PER_PARTITION)
+    };
     u64::try_from(bytes).unwrap_or(u64::MAX)
 }
 
@@ -293,8 +305,9 @@ fn fwd_local_estimates(case: &CompileCase, p: &ScCompileParams) -> [(u128, u128)
         // Capped at max_unique: SC_v6e_071 (batch 262144, max_unique 256) stays fused.
         + u128::from(sample_count(case, p).min(case.max_unique)) * u128::from(FWD_LOCAL_BYTES_PER_SAMPLE)
         + n * u128::from(FWD_LOCAL_BYTES_PER_SC);
+    let ids = case.max_ids.div_ceil(FWD_IDS_GRANULE).saturating_mul(FWD_IDS_GRANULE);
     let per_id = u128::from(FWD_SLICE_BYTES_PER_ID_NUMERATOR)
-        .saturating_mul(u128::from(case.max_ids))
+        .saturating_mul(u128::from(ids))
         .saturating_mul(n)
         .saturating_mul(u128::from(column_slices(case)))
         .saturating_mul(u128::from(p.tilespmem_bytes));
@@ -427,7 +440,7 @@ fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {
     {
         return VerdictClass::SpmemReplicaCount;
     }
-    if row_bytes(case).div_ceil(max_split(case)) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
+    if row_bytes(case, p).div_ceil(max_split(case)) > p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES) {
         return VerdictClass::TilespmemRow;
     }
     if let Some((need, offered)) = row_window(case, p) {
@@ -471,7 +484,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
     let padded_vocab = padded_vocab(case, p);
     let table_hbm_bytes = padded_vocab.saturating_mul(case.dim).saturating_mul(4);
     let (fixed, row_dep) = spmem(case, p);
-    let needed = row_bytes(case).div_ceil(max_split(case));
+    let needed = row_bytes(case, p).div_ceil(max_split(case));
     let available = p.tilespmem_bytes.saturating_sub(TILESPMEM_ROW_RESERVE_BYTES);
     let search_hi = case.max_ids.max(case.max_unique).saturating_mul(2).max(1 << 24);
     let largest_max_unique = largest(search_hi, |u| {
@@ -542,7 +555,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         VerdictClass::TilespmemRow => format!(
             "Can't fit a single row. TileSpmem bytes: {}; Reserved bytes: 0; Available bytes: {available}; Row bytes: {}. Lower max_unique_ids_per_partition to at most {largest_max_unique}.",
             p.tilespmem_bytes,
-            row_bytes(case)
+            row_bytes(case, p)
         ),
         VerdictClass::VmemWindow if case.kind == ProgramKind::GradSgd => format!(
             "Valid window was not found for %accumulated_gradient_vectors_tuple: the fusion deduplicating gradient rows takes whole rows of f32[{}]. scratchpad allocation size is {window_offered}; the window needs {window_need} B. Lower the embedding dim to at most {} (or split the table's features into narrower tables).",
