@@ -224,8 +224,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", default="base", choices=sorted(CASE_SETS),
                     help="which built-in cases to compile: base (the first 136 records), fit-2 (the "
-                         "cases the wide-row rules were read off), fresh-2 (cases predicted "
-                         "before they were probed)")
+                         "cases the wide-row rules were read off), fresh-2 and fresh-3 (cases "
+                         "predicted before they were probed)")
     ap.add_argument("--lowering-out", metavar="JSONL",
                     help="with --lowering: write the fwd records with their lowering fields here and "
                          "only the verdict fields to stdout")
@@ -448,7 +448,19 @@ def fresh_cases():
     return without(out, cases() + fit_cases())
 
 
-CASE_SETS = {"base": cases, "fit-2": fit_cases, "fresh-2": fresh_cases}
+def fresh3_cases():
+    """After fresh-2 showed that the grad_sgd E3001 check rounds max_ids and max_unique up to 8 and
+    the width up to 4 (a width that is then a multiple of 8 splits into vectors): cases that test
+    that revision, each pair straddling the edge it predicted before the compiler was asked."""
+    out = []
+    for chip, dim, last in (("v6e", 302, 7104), ("v6e", 306, 176), ("v5p", 1001, 96),
+                            ("tpu7x", 45, 13824), ("tpu7x", 1003, 96), ("v6e", 1, 7104)):
+        out += pairs(chip, "grad_sgd", dim, 256, [(last, last + 1)])
+    out += pairs("v5p", "grad_sgd", 6, 256, [(304256, 304257)], field="ids", unique=8192)
+    return without(out, cases() + fit_cases() + fresh_cases())
+
+
+CASE_SETS = {"base": cases, "fit-2": fit_cases, "fresh-2": fresh_cases, "fresh-3": fresh3_cases}
 
 if __name__ == "__main__":
     worker() if sys.argv[1:] == ["--worker"] else main()

@@ -215,27 +215,37 @@ pub struct CompileVerdict {
     pub largest_max_unique: u64,
 }
 
-/// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup).
-fn splits_into_vectors(case: &CompileCase) -> bool {
-    case.kind == ProgramKind::Fwd || case.dim % 8 == 0
+/// The width rounded up to a multiple of 4 (the grad_sgd E3001 check's feature width).
+fn dim4(case: &CompileCase) -> u64 {
+    case.dim.div_ceil(4).saturating_mul(4)
 }
 
-/// Spmem (fixed, row-dependent) bytes of the E3001 check.
+/// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup): the
+/// width rounded up to 4 must be a multiple of 8 (77 splits, as 80; 100 and 2001 do not).
+fn splits_into_vectors(case: &CompileCase) -> bool {
+    case.kind == ProgramKind::Fwd || dim4(case) % 8 == 0
+}
+
+/// max_ids rounded up to a multiple of 8, as the compiler reports it.
+fn padded_ids(case: &CompileCase) -> u64 {
+    case.max_ids.div_ceil(8).saturating_mul(8)
+}
+
+/// Spmem (fixed, row-dependent) bytes of the E3001 check (max_ids and max_unique rounded up to 8).
 fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
+    let (ids, unique) = (padded_ids(case), padded_unique(case));
     match case.kind {
-        ProgramKind::Fwd => (0, case.max_unique.saturating_mul(8)),
+        ProgramKind::Fwd => (0, unique.saturating_mul(8)),
         ProgramKind::GradSgd if splits_into_vectors(case) => (
-            case.max_unique
-                .saturating_mul(36)
-                .saturating_add(p.spmem_fixed_overhead_bytes),
-            case.max_ids.saturating_mul(12),
+            unique.saturating_mul(36).saturating_add(p.spmem_fixed_overhead_bytes),
+            ids.saturating_mul(12),
         ),
         ProgramKind::GradSgd => (
-            case.max_unique
-                .saturating_mul(case.dim.saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
-                .saturating_add(case.dim.saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
+            unique
+                .saturating_mul(dim4(case).saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
+                .saturating_add(dim4(case).saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
                 .saturating_add(GRAD_UNSPLIT_CONSTANT_BYTES),
-            case.max_ids.saturating_mul(12),
+            ids.saturating_mul(12),
         ),
     }
 }
@@ -256,7 +266,7 @@ fn row_bytes(case: &CompileCase, p: &ScCompileParams) -> u64 {
 }
 
 fn max_split(case: &CompileCase) -> u64 {
-    (case.dim / 8).max(1)
+    (padded_dim(case) / 8).max(1)
 }
 
 /// Vocabulary padded to a multiple of 8 x SparseCores (jax-tpu-embedding's padding).
@@ -356,17 +366,23 @@ fn scatter_windows(pd: u64, share: u64, lanes: u64) -> (u64, u64) {
     (whole, split)
 }
 
-/// fwd: bytes the activation scatter needs at padded width `pd`: the smaller of its two windows,
-/// or the one-row window when the whole-share window's rows fill the scratchpad exactly.
+/// fwd: bytes of the window the activation scatter takes at padded width `pd`, as the compiler
+/// chooses it: the whole-share window if it fits, else the split one if that fits (the one-row
+/// window when the whole-share window's rows fill the scratchpad exactly), else the smaller.
 fn scatter_need(pd: u64, share: u64, p: &ScCompileParams) -> u64 {
     let lanes = p.simd_lanes_f32;
+    let s = p.scratchpad_bytes;
     let (whole, split) = scatter_windows(pd, share, lanes);
     let rows_only = whole.saturating_sub(lanes.saturating_mul(8));
-    if rows_only == p.scratchpad_bytes && pd % FWD_ONE_ROW_EXCLUDED_MULTIPLE != 0 {
-        let (one_row, _) = scatter_windows(pd, share, 1);
-        return one_row;
+    if whole <= s {
+        whole
+    } else if rows_only == s && pd % FWD_ONE_ROW_EXCLUDED_MULTIPLE != 0 {
+        scatter_windows(pd, share, 1).0
+    } else if split <= s {
+        split
+    } else {
+        whole.min(split)
     }
-    whole.min(split)
 }
 
 /// grad_sgd: scratchpad bytes the compiler offers the gradient-deduplication window.
@@ -550,7 +566,7 @@ pub fn compile_check(case: &CompileCase, p: &ScCompileParams) -> CompileVerdict 
         ),
         VerdictClass::SpmemReplicaCount => format!(
             "E3001: CompileTimeSparseCoreInvalidReplicaCount: No viable logical replica count for the embedding table with metadata: max_nz_per_row = {}, max_unique_nz_per_row = {}, feature_width = {}, sample_count = {sample_count} (last tried split factor for vector splitting = {split}, fixed_size_allocation_bytes = {fixed}, row_dependent_size_allocation_bytes = {row_dep}, total_spmem_size_bytes = {}).{cause} {advice}",
-            case.max_ids, case.max_unique, case.dim, p.tilespmem_bytes
+            padded_ids(case), padded_unique(case), case.dim, p.tilespmem_bytes
         ),
         VerdictClass::TilespmemRow => format!(
             "Can't fit a single row. TileSpmem bytes: {}; Reserved bytes: 0; Available bytes: {available}; Row bytes: {}. Lower max_unique_ids_per_partition to at most {largest_max_unique}.",
