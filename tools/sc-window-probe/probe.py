@@ -224,8 +224,8 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--set", default="base", choices=sorted(CASE_SETS),
                     help="which built-in cases to compile: base (the first 136 records), fit-2 (the "
-                         "cases the wide-row rules were read off), fresh-2 and fresh-3 (cases "
-                         "predicted before they were probed)")
+                         "cases the wide-row rules were read off), fresh-2, -3 and -4 "
+                         "(cases predicted before they were probed)")
     ap.add_argument("--lowering-out", metavar="JSONL",
                     help="with --lowering: write the fwd records with their lowering fields here and "
                          "only the verdict fields to stdout")
@@ -460,7 +460,19 @@ def fresh3_cases():
     return without(out, cases() + fit_cases() + fresh_cases())
 
 
-CASE_SETS = {"base": cases, "fit-2": fit_cases, "fresh-2": fresh_cases, "fresh-3": fresh3_cases}
+def fresh4_cases():
+    """After fresh-3 showed the unsplit grad_sgd width is the padded width less 4 (not the width
+    rounded up to 4): cases that test that revision, pairs straddling its predicted edges."""
+    out = []
+    for chip, dim, last in (("v6e", 302, 176), ("v6e", 19, 2568), ("v5p", 250, 472),
+                            ("tpu7x", 45, 2632), ("tpu7x", 606, 184), ("v6e", 3, 7104)):
+        out += pairs(chip, "grad_sgd", dim, 256, [(last, last + 1)])
+    out += pairs("v5p", "grad_sgd", 6, 256, [(304296, 304297)], field="ids", unique=8192)
+    return without(out, cases() + fit_cases() + fresh_cases() + fresh3_cases())
+
+
+CASE_SETS = {"base": cases, "fit-2": fit_cases, "fresh-2": fresh_cases, "fresh-3": fresh3_cases,
+             "fresh-4": fresh4_cases}
 
 if __name__ == "__main__":
     worker() if sys.argv[1:] == ["--worker"] else main()

@@ -215,15 +215,15 @@ pub struct CompileVerdict {
     pub largest_max_unique: u64,
 }
 
-/// The width rounded up to a multiple of 4 (the grad_sgd E3001 check's feature width).
-fn dim4(case: &CompileCase) -> u64 {
-    case.dim.div_ceil(4).saturating_mul(4)
+/// The feature width the grad_sgd E3001 check charges a width that is not a multiple of 8: the
+/// padded width less 4 (8 x floor(dim / 8) + 4: 45 -> 44, 302 -> 300, 306 -> 308, 1001 -> 1004).
+fn unsplit_width(case: &CompileCase) -> u64 {
+    padded_dim(case).saturating_sub(4)
 }
 
-/// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup): the
-/// width rounded up to 4 must be a multiple of 8 (77 splits, as 80; 100 and 2001 do not).
+/// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup).
 fn splits_into_vectors(case: &CompileCase) -> bool {
-    case.kind == ProgramKind::Fwd || dim4(case) % 8 == 0
+    case.kind == ProgramKind::Fwd || case.dim % 8 == 0
 }
 
 /// max_ids rounded up to a multiple of 8, as the compiler reports it.
@@ -242,8 +242,8 @@ fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
         ),
         ProgramKind::GradSgd => (
             unique
-                .saturating_mul(dim4(case).saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
-                .saturating_add(dim4(case).saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
+                .saturating_mul(unsplit_width(case).saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
+                .saturating_add(unsplit_width(case).saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
                 .saturating_add(GRAD_UNSPLIT_CONSTANT_BYTES),
             ids.saturating_mul(12),
         ),
