@@ -17,16 +17,111 @@ use common::params;
 use sim_sparsecore::limits::{compile_check, CompileCase, CompileVerdict, ProgramKind, VerdictClass};
 
 /// The blocks of window_probes.jsonl in file order: (probe.py --set name, records).
-const BLOCKS: &[(&str, usize)] = &[("base", 136), ("fit-2", 326), ("fresh-2", 76)];
+const BLOCKS: &[(&str, usize)] = &[
+    ("base", 136),
+    ("fit-2", 326),
+    ("fresh-2", 76),
+    ("fresh-3", 14),
+    ("fresh-4", 14),
+];
+
+/// The blocks of fwd_lowering.jsonl in file order (the fwd cases of fit-2 and fresh-2).
+const LOWERING_BLOCKS: &[(&str, usize)] = &[("fit-2", 288), ("fresh-2", 62)];
+
+/// The block of record `i` of a file made of `blocks`.
+fn block_of(blocks: &'static [(&'static str, usize)], i: usize) -> &'static str {
+    let mut end = 0;
+    blocks
+        .iter()
+        .find(|b| {
+            end += b.1;
+            i < end
+        })
+        .map_or("after the last block", |b| b.0)
+}
+
+/// Why the rule gets a lookup's switch wrong when max_ids is far above max_unique at wide rows.
+const V6E_MANY_IDS: &str = "v6e keeps the fused lookup with more max_ids than the width estimate \
+     allows at 8192 wide and wider (its per-id cost there is over-estimated by a few percent)";
+/// Why the rule gets a lookup's switch wrong with very many ids at narrow rows.
+const NARROW_MANY_IDS: &str = "up to 1024 wide the compiler minibatches many ids: the per-id cost \
+     is not linear there, so the switch (and, on the scatter, the CSR row) differs";
+/// Why the rule gets a switch one 8-id step wrong.
+const ONE_STEP: &str = "one 8-id step past the switch: the estimate's constant and sample term are \
+     fitted to about 30 B";
 
 /// Probes the rule is known to get wrong: ("chip kind vocab dim batch max_ids/max_unique", why).
-const KNOWN: &[(&str, &str)] = &[(
-    "v6e fwd 4194304 1024 256 256/256",
-    "E1000: a 16 GiB table overflows v6e's HBM (not a SparseCore limit)",
-)];
+const KNOWN: &[(&str, &str)] = &[
+    (
+        "v6e fwd 4194304 1024 256 256/256",
+        "E1000: a 16 GiB table overflows v6e's HBM (not a SparseCore limit)",
+    ),
+    (
+        "v6e fwd 500000 8192 256 8048/8048",
+        "E1000: a 15.3 GiB table and its temporaries overflow v6e's HBM (not a SparseCore limit)",
+    ),
+    ("v6e fwd 10000 8192 256 19400/7920", V6E_MANY_IDS),
+    ("v6e fwd 10000 16384 256 13824/7824", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9160/7720", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9168/7720", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9176/7720", V6E_MANY_IDS),
+    ("v6e fwd 10000 4096 256 8216/8096", ONE_STEP),
+    ("v5p fwd 10000 8 256 227328/15976", NARROW_MANY_IDS),
+    ("tpu7x fwd 10000 8 256 389248/15552", NARROW_MANY_IDS),
+    ("v6e fwd 10000 8 256 112648/7968", NARROW_MANY_IDS),
+    (
+        "v6e grad_sgd 10000 1 256 7104/7104",
+        "width 1: the compiler does not implement it (UNIMPLEMENTED: reshape in GetFusionInput)",
+    ),
+    (
+        "v6e grad_sgd 10000 1 256 7105/7105",
+        "width 1: the compiler does not implement it (UNIMPLEMENTED: reshape in GetFusionInput)",
+    ),
+    (
+        "v6e grad_sgd 10000 3 256 7105/7105",
+        "unsplit widths below 32 are charged less than the padded width less 4",
+    ),
+    (
+        "v6e grad_sgd 10000 19 256 2569/2569",
+        "unsplit widths below 32 are charged less than the padded width less 4",
+    ),
+    (
+        "v5p grad_sgd 10000 6 256 304297/8192",
+        "unsplit widths below 32 are charged less than the padded width less 4",
+    ),
+    (
+        "tpu7x grad_sgd 10000 606 256 184/184",
+        "unsplit at 606 wide the compiler tries fewer than 16 logical replicas (fixed + row / 16 fits)",
+    ),
+];
 
 /// Lowerings the rule is known to get wrong (same keys as KNOWN).
-const KNOWN_LOWERINGS: &[(&str, &str)] = &[];
+const KNOWN_LOWERINGS: &[(&str, &str)] = &[
+    ("v5p fwd 10000 2048 32 16152/16152", ONE_STEP),
+    ("v5p fwd 10000 4096 32 15968/15968", ONE_STEP),
+    ("v5p fwd 10000 2048 1024 16136/16136", ONE_STEP),
+    ("v5p fwd 10000 2048 256 38408/15888", ONE_STEP),
+    ("v5p fwd 10000 4096 256 27016/15704", ONE_STEP),
+    ("v6e fwd 10000 4096 256 8216/8096", ONE_STEP),
+    ("tpu7x fwd 10000 8 32 15816/15816", TPU7X_FIRST_ESTIMATE),
+    ("tpu7x fwd 10000 8 256 15816/15816", TPU7X_FIRST_ESTIMATE),
+    ("tpu7x fwd 10000 1024 256 15816/15816", TPU7X_FIRST_ESTIMATE),
+    ("tpu7x fwd 10000 8 1024 15792/15792", TPU7X_FIRST_ESTIMATE),
+    ("v6e fwd 10000 8192 256 19400/7920", V6E_MANY_IDS),
+    ("v6e fwd 10000 16384 256 13824/7824", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9160/7720", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9168/7720", V6E_MANY_IDS),
+    ("v6e fwd 10000 24576 128 9176/7720", V6E_MANY_IDS),
+    ("v5p fwd 10000 8 256 18456/16224", NARROW_MANY_IDS),
+    ("v5p fwd 10000 8 256 19976/16216", NARROW_MANY_IDS),
+    ("v5p fwd 10000 8 256 227328/15976", NARROW_MANY_IDS),
+    ("tpu7x fwd 10000 8 256 389248/15552", NARROW_MANY_IDS),
+    ("v6e fwd 10000 8 256 112648/7968", NARROW_MANY_IDS),
+];
+
+/// Why the rule gets tpu7x's switch at widths up to 1024 wrong (no verdict shows it).
+const TPU7X_FIRST_ESTIMATE: &str = "the first estimate's 832 B per SparseCore fits v5p and v6e; \
+     tpu7x's probes want 1008..1024 (every width up to 1024 fits tpu7x's scatter window)";
 
 fn key(r: &serde_json::Value) -> String {
     let num = |k: &str| r[k].as_u64().unwrap();
@@ -76,17 +171,6 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
         BLOCKS.iter().map(|b| b.1).sum::<usize>(),
         "window_probes.jsonl and BLOCKS disagree on the number of records"
     );
-    let block_of = |i: usize| {
-        let mut end = 0;
-        BLOCKS
-            .iter()
-            .find(|b| {
-                end += b.1;
-                i < end
-            })
-            .unwrap()
-            .0
-    };
     // (block, chip, kind) -> (agree, total)
     let mut tally: BTreeMap<(&str, String, String), (u32, u32)> = BTreeMap::new();
     let mut known_seen = Vec::new();
@@ -108,7 +192,7 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
         let known = KNOWN.iter().find(|known| known.0 == k);
         let t = tally
             .entry((
-                block_of(i),
+                block_of(BLOCKS, i),
                 r["chip"].as_str().unwrap().to_string(),
                 r["kind"].as_str().unwrap().to_string(),
             ))
@@ -131,7 +215,11 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
         let a: u32 = tally.iter().filter(|t| t.0 .0 == *block).map(|t| t.1 .0).sum();
         println!("{block}: {a}/{n} agree");
     }
-    assert!(wrong.is_empty(), "disagreements with the compiler:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "disagreements with the compiler:\n{}",
+        wrong.join("\n")
+    );
     // Every known disagreement is still one (the test fails when a known one starts to agree).
     for known in KNOWN {
         assert!(known_seen.contains(&known.0.to_string()), "no probe {}", known.0);
@@ -141,11 +229,16 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
 #[test]
 fn compile_check_lowers_the_lookup_as_the_compiler_does() {
     let records = records("fwd_lowering.jsonl");
-    let mut tally: BTreeMap<String, (u32, u32)> = BTreeMap::new();
+    assert_eq!(
+        records.len(),
+        LOWERING_BLOCKS.iter().map(|b| b.1).sum::<usize>(),
+        "fwd_lowering.jsonl and LOWERING_BLOCKS disagree on the number of records"
+    );
+    let mut tally: BTreeMap<(&str, String), (u32, u32)> = BTreeMap::new();
     let mut windows = 0;
     let mut wrong = Vec::new();
     let mut known_seen = Vec::new();
-    for r in &records {
+    for (i, r) in records.iter().enumerate() {
         let Some(lowering) = r["lowering"].as_str() else {
             continue;
         };
@@ -154,7 +247,9 @@ fn compile_check_lowers_the_lookup_as_the_compiler_does() {
         let scatters = v.row_window_bytes > 0;
         let k = key(r);
         let known = KNOWN_LOWERINGS.iter().find(|known| known.0 == k);
-        let t = tally.entry(r["chip"].as_str().unwrap().to_string()).or_default();
+        let t = tally
+            .entry((block_of(LOWERING_BLOCKS, i), r["chip"].as_str().unwrap().to_string()))
+            .or_default();
         t.1 += 1;
         if scatters == (lowering == "scatter") {
             t.0 += 1;
@@ -175,11 +270,15 @@ fn compile_check_lowers_the_lookup_as_the_compiler_does() {
             }
         }
     }
-    for (chip, (a, n)) in &tally {
-        println!("{chip} fwd lowering: {a}/{n} agree");
+    for ((block, chip), (a, n)) in &tally {
+        println!("{block} {chip} fwd lowering: {a}/{n} agree");
     }
     println!("{windows} compiled windows of the smallest size match to the byte");
-    assert!(wrong.is_empty(), "lowerings unlike the compiler's:\n{}", wrong.join("\n"));
+    assert!(
+        wrong.is_empty(),
+        "lowerings unlike the compiler's:\n{}",
+        wrong.join("\n")
+    );
     for known in KNOWN_LOWERINGS {
         assert!(known_seen.contains(&known.0.to_string()), "no probe {}", known.0);
     }

@@ -13,14 +13,20 @@ description) and writes one JSON object per case to stdout:
 The output is testdata/limits/window_probes.jsonl; sim-sparsecore/tests/limits_window_probes.rs
 checks compile_check against it. The project's Rust tests never run this script.
 
+--set picks the built-in cases (base, fit-2, fresh-2, fresh-3, fresh-4; see --help), --cases a
+file of cases instead. --lowering also reads the compiler's HLO dumps of each fwd case: which
+lookup it lowered to and the activation scatter's window (read_lowering); --lowering-out sends
+those records to testdata/limits/fwd_lowering.jsonl. testdata/limits/window_probes.md has the
+commands that made both files.
+
 Needs a Python venv with jax 0.10.2, jaxlib 0.10.2, libtpu 0.0.52 and jax-tpu-embedding 0.1.0
 (other versions may give other verdicts). Run from anywhere:
 
     python tools/sc-window-probe/probe.py > testdata/limits/window_probes.jsonl
 
 Each case is compiled in a worker process; the compiler aborts on some inputs (tpu7x grad_sgd
-widths that are not a multiple of 16), which is recorded as error_class "crash" and the worker
-is restarted. Progress goes to stderr.
+widths above 1024 that are not a multiple of 16), which is recorded as error_class "crash" and
+the worker is restarted. Progress goes to stderr.
 """
 
 import argparse

@@ -2,64 +2,68 @@
 //! SparseCore allocations a lookup ("fwd") or a backward pass with an SGD update ("grad_sgd") needs,
 //! derived from the compiler's own reports (reference/tpu-compiler/sparsecore.jsonl) and from
 //! probes of the compiler (libtpu 0.0.52 compiling ahead of time in a scratch venv, as
-//! reference/tpu-compiler/README.md allows; testdata/limits/window_probes.jsonl), checked in the
-//! order the compiler checks them. u8 is max_unique rounded up to a multiple of 8 (the compiler
-//! reports it so), pd the width rounded up to 8, S the scratchpad a window gets
-//! (`ScCompileParams::scratchpad_bytes`), L the f32 SIMD lanes, n the SparseCores of a device.
+//! reference/tpu-compiler/README.md allows; testdata/limits/window_probes.jsonl and
+//! fwd_lowering.jsonl, written by tools/sc-window-probe), checked in the order the compiler checks
+//! them. ids8 and u8 are max_ids and max_unique rounded up to 8 (the compiler reports them so), pd
+//! the width rounded up to 8, T the available TileSpmem, S the scratchpad a window gets
+//! (`ScCompileParams::scratchpad_bytes`, "scratchpad allocation size is S"), L the f32 SIMD lanes,
+//! n the SparseCores of a device.
 //! 1. HBM per tensor: the table (vocabulary padded to 8 x SparseCores, f32) must be <= 16 GiB.
 //! 2. E3001, either of:
-//!    - Spmem: fixed + row-dependent / replicas <= total Spmem for some logical replica count up
-//!      to 16. fwd: fixed 0, row-dependent 8 B x max_unique. grad_sgd: fixed 36 B x max_unique +
-//!      a per-chip constant, row-dependent 12 B x max_ids. A grad_sgd width that is not a multiple
-//!      of 8 cannot be split into 8-wide vectors (split factor 1): fixed is then
-//!      max_unique x (4 x dim + 20) + 124 x dim + 496 (fitted exactly to 11 E3001 reports:
-//!      dims 100..1004, max_unique 64..4096, the same on v6e, v5p and tpu7x).
-//!    - the gathered rows: n x u8 x pd x 4 B must be <= 2^31 (fwd and grad_sgd; probed: v5p
-//!      compiles 8192 ids at 16384 wide and 16376 wide, not 8193 or 16392 wide; v6e 8192 / 8200
-//!      at 32768; tpu7x 4096 / 4104 at 65536; v5p grad_sgd 10920 / 11000 at 12288).
-//! 3. TileSpmem row: a CSR row of max_unique ids x (feature width + 1) f32 / 8 must fit the tile's
-//!    available TileSpmem (40 B reserved) after splitting the feature vector up to width / 8 ways.
+//!    - Spmem: fixed + row-dependent / replicas <= T for some logical replica count up to 16.
+//!      fwd: fixed 0, row-dependent 8 x u8. grad_sgd: fixed 36 x u8 + a per-chip constant,
+//!      row-dependent 12 x ids8. A grad_sgd width that is not a multiple of 8 is not split into
+//!      8-wide vectors (split factor 1) and its fixed part is u8 x (4 w + 20) + 124 w + 496 with
+//!      w = pd - 4, the same on all three chips (to the byte in all 32 such E3001 reports, widths
+//!      45 to 2001).
+//!    - the gathered rows: n x u8 x pd x 4 B must be <= 2^31 (fwd and grad_sgd; v5p compiles 8192
+//!      ids at 16384 and 16376 wide, not 8193 or 16392 wide; v6e 8192 / 8200 at 32768, tpu7x
+//!      4096 / 4104 at 65536, v5p grad_sgd 10920 / 11000 at 12288).
+//! 3. TileSpmem row: a CSR row of (feature width + 1) f32 per id must fit T - 40 after splitting
+//!    the feature vector up to pd / 8 ways. A partition's ids are spread over 8 rows: max_unique / 8
+//!    ids a row, or, in a lookup lowered to the activation scatter, ids8 / 8 up to max_unique.
 //! 4. Window for wide rows ("Valid window was not found ... scratchpad allocation size is S"):
 //!    - grad_sgd: the fusion that deduplicates gradient rows (%accumulated_gradient_vectors_tuple)
-//!      takes whole rows, never a column slice: 32 x (pd + 1) B out of S - 8 x L - 8 x pd (the
-//!      8 x pd is the gradient gather's row window, [1, pd] double-buffered). Largest dim 13096
-//!      on v5p and tpu7x, 6544 on v6e; the offered bytes are the compiler's own (v5p 419264,
-//!      tpu7x 419072 at 13104). The budget does not move with max_ids, max_unique, batch or
-//!      vocabulary. On tpu7x (16 lanes) a width above 1024 that is not a multiple of 16 then
-//!      aborts the compiler in its scatter emitter (probed 1032..13096 abort, 1000 and 1016
-//!      compile): class Other.
-//!    - fwd: the lookup stays fused ("local": each SparseCore deduplicates its own ids and
-//!      scatters into its activations inside the compute loop, with column windows, so it has no
-//!      width limit: 262144 compiles) while both of the compiler's TileSpmem estimates fit T
-//!      (the available TileSpmem):
-//!        32 x u8 + 2 x min(sample_count, max_unique) + Spmem constant + 832 x n <= T, and
-//!        32 x u8 + 3 x ids x n x c x T / 2^25 + 2 x sample_count + Spmem constant + 224 - 32 x n <= T,
-//!      with c = 1024-column slices of the width rounded up to a power of two (1 up to 1024,
-//!      2 up to 2048, 4 up to 4096, 8 up to 8192, ...). The second is the width term: per id it
-//!      costs 3 c n T / 2^25 B (v5p 3 c / 16: slopes 0.368, 0.741, 1.504 B per id measured at
-//!      c = 2, 4, 8; tpu7x 0.369, 0.728, 1.467 at 4, 8, 16; v6e 0.361, 0.698, 1.438 at 8, 16, 32).
-//!      The edge in max_unique moves at exactly those widths (v5p 16232 up to 1024, 16144 up to
-//!      2048, 15960 up to 4096, 15608 up to 8192, at batch 256). Otherwise the compiler switches
-//!      to a global deduplication, a gather and a scatter into the activations (%activations),
-//!      and that scatter takes whole rows: a window of L rows of updates, double-buffered, and
-//!      either the tile's whole share of the activations (sample_count / 16 rows):
-//!        (2 L + share) x 4 x pd + 8 L <= S,
-//!      or, when that share does not fit, a split of the activations:
-//!        2 L x 4 x pd + (2 L + 36) x 4 x pad_L(pd) + 8 L + 160 + 4 L <= S
-//!      (pad_L: rounded up to L; both are the compiler's scratchpad_allocation_size to the byte on
-//!      51 compiled windows). The split is why the v6e edge stops moving at batch 1792: 960 / 968
-//!      at every batch up to 16384 (v5p 1920 / 1928 from batch 3584, tpu7x 1296 / 1304 from 2560).
-//!      When the whole-share window fills S exactly ((2 L + share) x 4 x pd = S) the compiler
-//!      falls back to a one-row window and compiles (v5p 6552 at batch 256 and five more, tpu7x
-//!      two), except at widths that are multiples of 1024 (v6e 1024 and 2048: the only widths at
-//!      which v6e can fill S exactly, so the probes cannot tell the chip from the width).
+//!      takes whole rows, never a column slice: 32 x (pd + 1) B out of S - 8 L - 8 pd (8 pd: the
+//!      gradient gather's row window, [1, pd] double-buffered), the offered bytes to the byte (v5p
+//!      419264, tpu7x 419072 at 13104). Largest width 13096 on v5p and tpu7x, 6544 on v6e, at any
+//!      max_ids, max_unique, batch or vocabulary. Then, on tpu7x, a width above 1024 that is not a
+//!      multiple of its 16 lanes aborts the compiler in its scatter emitter (class Other; 1032 to
+//!      12008 abort, 1000, 1016, 1024, 1040, 1104 and 4112 compile).
+//!    - fwd: the lookup stays fused (each SparseCore deduplicates its ids and scatters into its
+//!      activations inside the compute loop, in column windows, so it has no width limit: 262144
+//!      compiles) while both of the compiler's TileSpmem estimates fit:
+//!      `32 u8 + 2 min(sample_count, max_unique) + Spmem constant + 832 n <= T` and
+//!      `32 u8 + 3 ids64 n c T / 2^25 + 2 sample_count + Spmem constant + 160 <= T + 16 n`,
+//!      ids64 = max_ids rounded up to 64, c = the 1024-column slices of the width rounded up to a
+//!      power of two (1 up to 1024 wide, 2 up to 2048, 4 up to 4096, ...). The second is the width
+//!      term. Its per-id cost 3 c n T / 2^25 B is the slope of the switch in max_ids (v5p, c = 2,
+//!      4, 8: 0.368, 0.741, 1.504 B per id measured against 0.375, 0.75, 1.5; tpu7x, c = 4, 8, 16:
+//!      0.369, 0.728, 1.467; v6e, c = 8, 16, 32: 0.361, 0.698, 1.438), and the switch in max_unique
+//!      moves exactly where c does (v5p, batch 256: 16232 up to 1024 wide, 16144 from 1280 to
+//!      2048, 15960 from 2304 to 4096, 15608 from 4352 to 8192). The constants are fitted: 832 to
+//!      v5p's and v6e's edges (824..852 and 752..864 per SparseCore; tpu7x's want 1008..1024, a
+//!      difference no verdict shows), 160 - 16 n to all three (within about 30 B).
+//!      Otherwise the compiler deduplicates globally, gathers, and scatters into the activations
+//!      (%activations); that scatter takes whole rows: L rows of updates, double-buffered, and
+//!      either the tile's whole share of the activations (share = sample_count / 16 rows):
+//!      `(2 L + share) x 4 pd + 8 L <= S`,
+//!      or, when that does not fit, a split of the activations:
+//!      `2 L x 4 pd + (2 L + 36) x 4 pad_L(pd) + 8 L + 160 + 4 L <= S`,
+//!      pad_L rounding up to L (both are the compiler's scratchpad_allocation_size to the byte in
+//!      70 compiled windows of L rows or one). The split is why the v6e edge stops moving at
+//!      batch 1792: 960 / 968 up to batch 100000 (v5p 1920 / 1928 from 3584, tpu7x 1296 / 1304
+//!      from 2560).
+//!      When the whole-share window's rows fill S exactly ((2 L + share) x 4 pd = S) the compiler
+//!      falls back to a one-row window and compiles (v5p 6552 at batch 256 and seven more, tpu7x
+//!      three), except at widths that are multiples of 1024 (v6e 1024 and 2048: the only widths
+//!      at which v6e can fill S exactly, so the probes cannot tell the chip from the width).
 //!
-//! Checked against the compiler's verdicts in testdata/limits/window_probes.jsonl (written by
-//! tools/sc-window-probe); sim-sparsecore/tests/limits_window_probes.rs lists the few it still
-//! gets wrong and why. Not modelled: the lookup's switch with max_ids far above max_unique at
-//! widths up to 1024 (the compiler minibatches the ids there and the per-id cost is no longer
-//! linear; the verdict only changes on v6e, whose 1024-wide scatter window can fail), and the
-//! row check with max_ids far above max_unique at wide rows.
+//! sim-sparsecore/tests/limits_window_probes.rs checks every probe and lists the ones this gets
+//! wrong, with why: the lookup's switch with many more ids than unique ids (up to 1024 wide the
+//! compiler minibatches them; v6e keeps the fused lookup longer at 8192 and wider), a few switches
+//! one 8-id step off, unsplit grad_sgd widths below 32 and a replica limit at 606 wide, width 1
+//! (not implemented by the compiler) and v6e's HBM running out (E1000, not a SparseCore limit).
 
 use serde::{Deserialize, Serialize};
 use sim_core::units::{bytes, bytes_of};
@@ -223,7 +227,7 @@ fn unsplit_width(case: &CompileCase) -> u64 {
 
 /// Whether a grad_sgd width splits into 8-wide vectors (every width does for the lookup).
 fn splits_into_vectors(case: &CompileCase) -> bool {
-    case.kind == ProgramKind::Fwd || case.dim % 8 == 0
+    case.kind == ProgramKind::Fwd || case.dim.is_multiple_of(8)
 }
 
 /// max_ids rounded up to a multiple of 8, as the compiler reports it.
@@ -242,7 +246,11 @@ fn spmem(case: &CompileCase, p: &ScCompileParams) -> (u64, u64) {
         ),
         ProgramKind::GradSgd => (
             unique
-                .saturating_mul(unsplit_width(case).saturating_mul(4).saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE))
+                .saturating_mul(
+                    unsplit_width(case)
+                        .saturating_mul(4)
+                        .saturating_add(GRAD_UNSPLIT_BYTES_PER_UNIQUE),
+                )
                 .saturating_add(unsplit_width(case).saturating_mul(GRAD_UNSPLIT_BYTES_PER_FEATURE))
                 .saturating_add(GRAD_UNSPLIT_CONSTANT_BYTES),
             ids.saturating_mul(12),
@@ -331,9 +339,7 @@ fn fwd_local_estimates(case: &CompileCase, p: &ScCompileParams) -> [(u128, u128)
 
 /// fwd: whether the compiler leaves the fused lookup for a gather plus an activation scatter.
 fn fwd_uses_scatter(case: &CompileCase, p: &ScCompileParams) -> bool {
-    fwd_local_estimates(case, p)
-        .iter()
-        .any(|(need, budget)| need > budget)
+    fwd_local_estimates(case, p).iter().any(|(need, budget)| need > budget)
 }
 
 /// fwd: rows of the activations each tile holds while scattering.
@@ -376,7 +382,7 @@ fn scatter_need(pd: u64, share: u64, p: &ScCompileParams) -> u64 {
     let rows_only = whole.saturating_sub(lanes.saturating_mul(8));
     if whole <= s {
         whole
-    } else if rows_only == s && pd % FWD_ONE_ROW_EXCLUDED_MULTIPLE != 0 {
+    } else if rows_only == s && !pd.is_multiple_of(FWD_ONE_ROW_EXCLUDED_MULTIPLE) {
         scatter_windows(pd, share, 1).0
     } else if split <= s {
         split
@@ -425,10 +431,7 @@ fn largest_window_dim(case: &CompileCase, p: &ScCompileParams) -> u64 {
             // to the first width that fits.
             let whole = s / lanes.saturating_mul(2).saturating_add(share).saturating_mul(4).max(1);
             let split = s.saturating_sub(lanes.saturating_mul(12) + FWD_SPLIT_CONSTANT_BYTES)
-                / lanes
-                    .saturating_mul(16)
-                    .saturating_add(4 * FWD_SPLIT_EXTRA_ROWS)
-                    .max(1);
+                / lanes.saturating_mul(16).saturating_add(4 * FWD_SPLIT_EXTRA_ROWS).max(1);
             let mut pd = whole.max(split) / 8 * 8;
             while pd > 0 && scatter_need(pd, share, p) > s {
                 pd -= 8;
@@ -442,7 +445,7 @@ fn largest_window_dim(case: &CompileCase, p: &ScCompileParams) -> u64 {
 /// tpu7x: a grad_sgd width above 1024 that is not a multiple of the lanes aborts the compiler.
 fn grad_scatter_aborts(case: &CompileCase, p: &ScCompileParams) -> bool {
     let pd = padded_dim(case);
-    case.kind == ProgramKind::GradSgd && pd > GRAD_ABORT_MIN_WIDTH && pd % p.simd_lanes_f32.max(1) != 0
+    case.kind == ProgramKind::GradSgd && pd > GRAD_ABORT_MIN_WIDTH && !pd.is_multiple_of(p.simd_lanes_f32.max(1))
 }
 
 fn fits(case: &CompileCase, p: &ScCompileParams) -> VerdictClass {

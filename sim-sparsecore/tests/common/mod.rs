@@ -11,11 +11,7 @@ pub fn params(chip: &str) -> ScCompileParams {
     let text = std::fs::read_to_string(&path).unwrap_or_else(|e| panic!("{path}: {e}"));
     let preset: serde_json::Value = serde_json::from_str(&text).unwrap();
     let value = |field: &str| &preset[field]["value"];
-    let num = |field: &str| {
-        value(field)
-            .as_u64()
-            .unwrap_or_else(|| panic!("{path}: {field}"))
-    };
+    let num = |field: &str| value(field).as_u64().unwrap_or_else(|| panic!("{path}: {field}"));
     // A megacore device holds all the chip's SparseCores; otherwise each TensorCore is a device.
     let sc_per_device = if value("megacore").as_bool().unwrap() {
         num("sparsecores_per_chip")
