@@ -17,6 +17,7 @@ def f(value, source):
 
 CM = "I: read off the XLA TPU compiler's cost model (reference/chips.md, ops.jsonl)"
 SC_CLOCK = "assumed: SparseCore clock is not public; taken equal to the TensorCore clock"
+SCRATCH = "I: 'scratchpad allocation size is N' in the compiler's Valid-window errors (testdata/limits/window_probes.jsonl)"
 SC_HBM = "assumed: SparseCore share of HBM bandwidth is not public; SparseCores can use all of it when TensorCores are idle"
 
 chips = {
@@ -47,6 +48,7 @@ chips = {
         sc_simd_lanes_bf16=f(8, "assumed: no bf16 packing documented for v4 SparseCores"),
         sc_tilespmem_bytes_per_tile=f(160 * KiB, "I: 2.5 MiB Spmem per SC over 16 tiles (TPU v4 paper)"),
         sc_tilespmem_bytes_available=f(160 * KiB - 32, "assumed: like v5p, 32 B reserved"),
+        sc_tilespmem_scratchpad_bytes=f(160 * KiB, "assumed: like v5p, available + 32 B"),
         sc_spmem_bytes_per_sc=f(2560 * KiB, "O: TPU v4 paper (2.5 MiB per SparseCore)"),
         sc_dma_granule_bytes=f(32, "C: jax tpu_info SparseCoreInfo"),
         sc_spmem_fixed_overhead_bytes=f(1024, "assumed: not observed; as v5p"),
@@ -84,6 +86,7 @@ chips = {
         sc_simd_lanes_bf16=f(0, "O"),
         sc_tilespmem_bytes_per_tile=f(0, "O"),
         sc_tilespmem_bytes_available=f(0, "O"),
+        sc_tilespmem_scratchpad_bytes=f(0, "O"),
         sc_spmem_bytes_per_sc=f(0, "O"),
         sc_dma_granule_bytes=f(32, "C"),
         sc_spmem_fixed_overhead_bytes=f(0, "O: no SparseCores"),
@@ -121,6 +124,7 @@ chips = {
         sc_simd_lanes_bf16=f(16, "assumed: bf16 packs two per 32-bit lane"),
         sc_tilespmem_bytes_per_tile=f(512 * KiB, "C: jax tpu_info (512 KiB)"),
         sc_tilespmem_bytes_available=f(524128, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_scratchpad_bytes=f(524160, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C: jax tpu_info"),
         sc_spmem_fixed_overhead_bytes=f(1024, "I: E3001 reports (fixed = 36 x max_unique + 1024)"),
@@ -158,6 +162,7 @@ chips = {
         sc_simd_lanes_bf16=f(16, "O: 16 bf16 lanes"),
         sc_tilespmem_bytes_per_tile=f(256 * KiB, "C: jax tpu_info (256 KiB)"),
         sc_tilespmem_bytes_available=f(262112, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_scratchpad_bytes=f(262144, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C"),
         sc_spmem_fixed_overhead_bytes=f(1024, "I: E3001 reports (fixed = 36 x max_unique + 1024)"),
@@ -195,6 +200,7 @@ chips = {
         sc_simd_lanes_bf16=f(32, "C"),
         sc_tilespmem_bytes_per_tile=f(512 * KiB, "C: jax tpu_info (512 KiB)"),
         sc_tilespmem_bytes_available=f(524032, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_scratchpad_bytes=f(524032, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C"),
         sc_spmem_fixed_overhead_bytes=f(15872, "I: E3001 reports (fixed = 36 x max_unique + 15872)"),

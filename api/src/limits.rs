@@ -25,6 +25,7 @@ pub fn compile_params(chip: &ChipSpec) -> crate::Result<ScCompileParams> {
     Ok(ScCompileParams {
         num_sc_per_device: chip.sc_per_device() as u64,
         tilespmem_bytes: chip.sc_tilespmem_bytes_available,
+        scratchpad_bytes: chip.sc_tilespmem_scratchpad_bytes,
         spmem_fixed_overhead_bytes: chip.sc_spmem_fixed_overhead_bytes,
         simd_lanes_f32: u64::from(chip.sc_simd_lanes_f32),
     })

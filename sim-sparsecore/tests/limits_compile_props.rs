@@ -1,32 +1,21 @@
 //! Invariants of the compile-time verdict over any input: no panic, a verdict consistent with its
 //! class, and monotone limits (lowering a limit never breaks a configuration that compiles).
 
+mod common;
+
+use common::params;
 use proptest::prelude::*;
 use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, ScCompileParams, VerdictClass};
 
 fn chip() -> impl Strategy<Value = ScCompileParams> {
     prop_oneof![
-        Just(ScCompileParams {
-            num_sc_per_device: 4,
-            tilespmem_bytes: 524_128,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8
-        }),
-        Just(ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 262_112,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8
-        }),
-        Just(ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 524_032,
-            spmem_fixed_overhead_bytes: 15_872,
-            simd_lanes_f32: 16
-        }),
-        (0u64..8, 0u64..64, any::<u64>(), any::<u64>()).prop_map(|(n, t, o, l)| ScCompileParams {
+        Just(params("v5p")),
+        Just(params("v6e")),
+        Just(params("tpu7x")),
+        (0u64..8, 0u64..64, any::<u64>(), any::<u64>(), any::<u64>()).prop_map(|(n, t, s, o, l)| ScCompileParams {
             num_sc_per_device: n,
             tilespmem_bytes: t,
+            scratchpad_bytes: s,
             spmem_fixed_overhead_bytes: o,
             simd_lanes_f32: l
         }),
@@ -55,7 +44,7 @@ proptest! {
         kind in kind(), dim_8ths in 1u64..2048, max_ids in 1u64..200_000, unique_frac in 1u64..=8,
         shrink in 1u64..=16
     ) {
-        let p = ScCompileParams { num_sc_per_device: 2, tilespmem_bytes: 262_112, spmem_fixed_overhead_bytes: 1024, simd_lanes_f32: 8 };
+        let p = params("v6e");
         let max_unique = (max_ids * unique_frac / 8).max(1);
         let case = CompileCase { kind, vocab: 100_000, dim: dim_8ths * 8, batch: 256, max_ids, max_unique };
         if compile_check(&case, &p).compiles {

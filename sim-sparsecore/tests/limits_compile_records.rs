@@ -1,31 +1,10 @@
 //! The compile-time verdict agrees with the XLA TPU compiler on every calibration record: same
 //! verdict, same class, and the same numbers in the error text.
 
-use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, ScCompileParams, VerdictClass};
+mod common;
 
-fn params(chip: &str) -> ScCompileParams {
-    match chip.split(':').next().unwrap() {
-        "v5p" => ScCompileParams {
-            num_sc_per_device: 4,
-            tilespmem_bytes: 524_128,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8,
-        },
-        "v6e" => ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 262_112,
-            spmem_fixed_overhead_bytes: 1024,
-            simd_lanes_f32: 8,
-        },
-        "tpu7x" => ScCompileParams {
-            num_sc_per_device: 2,
-            tilespmem_bytes: 524_032,
-            spmem_fixed_overhead_bytes: 15_872,
-            simd_lanes_f32: 16,
-        },
-        other => panic!("{other}"),
-    }
-}
+use common::params;
+use sim_sparsecore::limits::{compile_check, CompileCase, ProgramKind, VerdictClass};
 
 #[test]
 fn every_record_gets_the_compilers_verdict() {
@@ -136,20 +115,21 @@ fn wide(kind: ProgramKind, dim: u64, batch: u64, unique: u64) -> CompileCase {
 
 #[test]
 fn grad_sgd_rows_need_a_whole_row_window() {
-    // The window needs 32 x (pd + 1) B of TileSpmem - 32 - 8 x pd, i.e. 40 x pd + 64 <= TileSpmem.
-    // v5p: (524128 - 64) / 40 = 13101.6 -> 13096; v6e: (262112 - 64) / 40 = 6551.2 -> 6544;
-    // tpu7x: (524032 - 64) / 40 = 13099.2 -> 13096. Probed on libtpu 0.0.52: v5p 13096 compiles,
-    // 13104 reports "scratchpad allocation size is 419264"; v6e 6544 / 6552 (209664).
+    // Probed on libtpu 0.0.52 (window_probes.jsonl): v5p 13096 compiles, 13104 reports
+    // "scratchpad allocation size is 419264"; v6e 6544 / 6552 (209664); tpu7x 13104 (419072),
+    // 13088 compiles (13096 is not a multiple of 16, which tpu7x aborts on).
     for (chip, largest, offered) in [
         ("v5p", 13_096u64, 419_264u64),
         ("v6e", 6_544, 209_664),
-        ("tpu7x", 13_096, 419_168),
+        ("tpu7x", 13_096, 419_072),
     ] {
         let p = params(chip);
         // Independent of max_unique and batch (the probe's budget did not move with them).
         for (batch, unique) in [(256, 256), (64, 8), (4096, 1024)] {
-            let ok = compile_check(&wide(ProgramKind::GradSgd, largest, batch, unique), &p);
-            assert!(ok.compiles, "{chip} {largest}: {}", ok.message);
+            // tpu7x's widest that compiles is 13088, a multiple of its 16 lanes.
+            let ok_dim = if chip == "tpu7x" { largest - 8 } else { largest };
+            let ok = compile_check(&wide(ProgramKind::GradSgd, ok_dim, batch, unique), &p);
+            assert!(ok.compiles, "{chip} {ok_dim}: {}", ok.message);
             let v = compile_check(&wide(ProgramKind::GradSgd, largest + 8, batch, unique), &p);
             assert_eq!(v.class, VerdictClass::VmemWindow, "{chip}: {}", v.message);
             assert_eq!(v.row_window_bytes, 32 * (largest + 9));
@@ -188,26 +168,26 @@ fn the_fused_lookup_has_no_width_limit() {
 
 #[test]
 fn the_activation_scatter_needs_whole_rows() {
-    // Scatter from 32 x max_unique + 2 x sample_count + 880 x SCs + Spmem constant > TileSpmem.
-    // v6e, batch 256 (sample_count 128): 32 x 8096 + 256 + 1760 + 1024 = 262112 (fused, compiles
-    // at dim 4096); 32 x 8104 + ... = 262368 (scatter).
+    // Probed: v6e, batch 256, dim 4096 keeps the fused lookup at max_unique 8096 and scatters
+    // (and fails) at 8104.
     let v6e = params("v6e");
     assert!(compile_check(&wide(ProgramKind::Fwd, 4_096, 256, 8_096), &v6e).compiles);
     assert_eq!(
         compile_check(&wide(ProgramKind::Fwd, 4_096, 256, 8_104), &v6e).class,
         VerdictClass::VmemWindow
     );
-    // The scatter window: (2 x lanes + sample_count / 16) x pd x 4 + 8 x lanes <= TileSpmem + 32.
-    // v6e batch 256: (16 + 8) x 4 x pd + 64 <= 262144 -> pd <= 2730 -> 2728 (probed 2728 / 2736).
-    // v6e batch 1024: (16 + 32) x 4 x pd + 64 <= 262144 -> 1365 -> 1360 (probed 1360 / 1368).
-    // v5p batch 256 (sample_count 64): (16 + 4) x 4 x pd + 64 <= 524160 -> 6551.2 -> 6544 (probed
-    // 6544 / 6560). tpu7x batch 256: (32 + 8) x 4 x pd + 128 <= 524064 -> 3274.6 -> 3272 (probed
-    // 3264 / 3280).
+    // The widest scatter that compiles, probed: v6e 2728 / 2736 at batch 256, 1360 / 1368 at
+    // 1024, 960 / 968 at 4096 and 16384; v5p 6552 (a one-row window) / 6560 at 256, 1920 / 1928
+    // at 16384; tpu7x 3272 / 3280 at 256, 1296 / 1304 at 4096.
     for (chip, batch, unique, largest) in [
         ("v6e", 256, 8_192, 2_728u64),
         ("v6e", 1_024, 8_192, 1_360),
-        ("v5p", 256, 16_384, 6_544),
+        ("v6e", 4_096, 8_192, 960),
+        ("v6e", 16_384, 8_192, 960),
+        ("v5p", 256, 16_384, 6_552),
+        ("v5p", 16_384, 16_384, 1_920),
         ("tpu7x", 256, 16_384, 3_272),
+        ("tpu7x", 4_096, 16_384, 1_296),
     ] {
         let p = params(chip);
         let ok = compile_check(&wide(ProgramKind::Fwd, largest, batch, unique), &p);

@@ -66,6 +66,8 @@ pub struct ChipSpec {
     pub sc_tilespmem_bytes_per_tile: u64,
     /// TileSpmem bytes a SparseCore program can use per tile, as the compiler reports it.
     pub sc_tilespmem_bytes_available: u64,
+    /// TileSpmem bytes the compiler offers a SparseCore fusion's window ("scratchpad allocation size").
+    pub sc_tilespmem_scratchpad_bytes: u64,
     pub sc_spmem_bytes_per_sc: u64,
     pub sc_dma_granule_bytes: u64,
     /// Constant part of a SparseCore backward pass's fixed Spmem allocation (read off E3001 reports).

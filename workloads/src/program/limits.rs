@@ -26,6 +26,7 @@ pub fn check(p: &Plan, work: &RunWork) -> LimitsOutcome {
     let params = ScCompileParams {
         num_sc_per_device: p.sc_per_device as u64,
         tilespmem_bytes: spec.sc_tilespmem_bytes_available,
+        scratchpad_bytes: spec.sc_tilespmem_scratchpad_bytes,
         spmem_fixed_overhead_bytes: spec.sc_spmem_fixed_overhead_bytes,
         simd_lanes_f32: u64::from(spec.sc_simd_lanes_f32),
     };
