@@ -197,16 +197,9 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
                 r["kind"].as_str().unwrap().to_string(),
             ))
             .or_default();
-        t.1 += 1;
-        if agrees {
-            t.0 += 1;
-            assert!(known.is_none(), "listed as known but agrees: {r}");
-        } else if let Some(known) = known {
-            known_seen.push(k.clone());
-            println!("known disagreement ({}): {r}", known.1);
-        } else {
-            wrong.push(format!("{r}\n  ours: {:?} {}", v.class, v.message));
-        }
+        judge(agrees, known, r, t, &mut known_seen, &mut wrong, || {
+            format!("{:?} {}", v.class, v.message)
+        });
     }
     for ((block, chip, kind), (a, n)) in &tally {
         println!("{block} {chip} {kind}: {a}/{n} agree");
@@ -223,6 +216,29 @@ fn compile_check_agrees_with_the_compiler_on_every_probe() {
     // Every known disagreement is still one (the test fails when a known one starts to agree).
     for known in KNOWN {
         assert!(known_seen.contains(&known.0.to_string()), "no probe {}", known.0);
+    }
+}
+
+/// Counts one comparison in `t` (agreeing, total): an agreement (which must not be listed as known), a
+/// listed known disagreement (remembered, so a known one that stops disagreeing is noticed), or a new one.
+fn judge(
+    agrees: bool,
+    known: Option<&(&str, &str)>,
+    r: &serde_json::Value,
+    t: &mut (u32, u32),
+    known_seen: &mut Vec<String>,
+    wrong: &mut Vec<String>,
+    ours: impl FnOnce() -> String,
+) {
+    t.1 += 1;
+    if agrees {
+        t.0 += 1;
+        assert!(known.is_none(), "listed as known but agrees: {r}");
+    } else if let Some(known) = known {
+        known_seen.push(known.0.to_string());
+        println!("known disagreement ({}): {r}", known.1);
+    } else {
+        wrong.push(format!("{r}\n  ours: {}", ours()));
     }
 }
 
@@ -250,16 +266,15 @@ fn compile_check_lowers_the_lookup_as_the_compiler_does() {
         let t = tally
             .entry((block_of(LOWERING_BLOCKS, i), r["chip"].as_str().unwrap().to_string()))
             .or_default();
-        t.1 += 1;
-        if scatters == (lowering == "scatter") {
-            t.0 += 1;
-            assert!(known.is_none(), "listed as known but agrees: {r}");
-        } else if let Some(known) = known {
-            known_seen.push(k.clone());
-            println!("known disagreement ({}): {r}", known.1);
-        } else {
-            wrong.push(format!("{r}\n  ours: window {} B: {}", v.row_window_bytes, v.message));
-        }
+        judge(
+            scatters == (lowering == "scatter"),
+            known,
+            r,
+            t,
+            &mut known_seen,
+            &mut wrong,
+            || format!("window {} B: {}", v.row_window_bytes, v.message),
+        );
         // Where the compiler took the smallest window (the lanes, or the one-row fallback), its
         // scratchpad size is the bytes the verdict says the window needs.
         let lanes = params(r["chip"].as_str().unwrap()).simd_lanes_f32;
