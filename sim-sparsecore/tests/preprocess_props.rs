@@ -3,6 +3,9 @@
 //! limits, dropping, minibatching and devices.
 
 use proptest::prelude::*;
+
+mod cases;
+use cases::{skewed_id, tables, xorshift};
 use sim_sparsecore::preprocess::{
     preprocess, preprocess_or_drop, BatchIds, Combiner, FeatureIds, FeatureSpec, LimitExceeded, Options,
     PreprocessError, PreprocessOutput, PreprocessSpec, StackOutput, TableSpec,
@@ -22,8 +25,7 @@ proptest! {
         seed in any::<u64>(),
     ) {
         let rows = rows_per_sc * nsc as usize;
-        let mut x = seed | 1;
-        let mut next = || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
+        let mut next = xorshift(seed);
         let values: Vec<i32> = (0..rows * valency).map(|_| (next() % vocab) as i32).collect();
         let spec = PreprocessSpec {
             num_sc_per_device: nsc, local_device_count: 1, global_device_count: g,
@@ -107,27 +109,9 @@ fn case(
 ) -> (PreprocessSpec, BatchIds) {
     let gdev = ldev * g_extra;
     let rows = rows_per_sc * (nsc * gdev) as usize;
-    let mut x = seed | 1;
-    let mut next = move || {
-        x ^= x << 13;
-        x ^= x >> 7;
-        x ^= x << 17;
-        x
-    };
+    let mut next = xorshift(seed);
     let combiner = if sqrtn { Combiner::Sqrtn } else { Combiner::Sum };
-    let tables: Vec<TableSpec> = vocabs
-        .iter()
-        .enumerate()
-        .map(|(i, &v)| TableSpec {
-            name: format!("t{i}"),
-            vocabulary_size: v,
-            embedding_dim: 8,
-            combiner,
-            max_ids_per_partition: limit,
-            max_unique_ids_per_partition: unique_limit,
-            suggested_coo_buffer_size_per_device: suggested,
-        })
-        .collect();
+    let tables = tables(vocabs, combiner, (limit, unique_limit), suggested);
     let mut features = Vec::new();
     let mut ids = BatchIds::new();
     for (i, &v) in vocabs.iter().enumerate() {
@@ -139,9 +123,7 @@ fn case(
             for _ in 0..rows {
                 let len = (next() % (max_len as u64 + 1)) as usize;
                 for _ in 0..len {
-                    let r = next();
-                    let id = if r % 3 == 0 { r % 4 } else { (r >> 8) % v };
-                    values.push(id as i32);
+                    values.push(skewed_id(next(), v));
                 }
                 splits.push(values.len());
             }

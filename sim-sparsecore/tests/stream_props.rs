@@ -5,9 +5,12 @@
 use std::io::Write;
 
 use proptest::prelude::*;
+
+mod cases;
+use cases::{skewed_id, tables, xorshift};
 use sim_sparsecore::preprocess::{
     preprocess, preprocess_stats_npz, read_npz, Combiner, FeatureSpec, Options, PreprocessOutput, PreprocessSpec,
-    StackOutput, TableSpec,
+    StackOutput,
 };
 
 /// An NPY v1 int32 [rows, valency] array.
@@ -79,13 +82,8 @@ proptest! {
     ) {
         let gdev = ldev * g_extra;
         let rows = rows_per_sc * (nsc * ldev) as usize + extra_rows;
-        let mut x = seed | 1;
-        let mut next = move || { x ^= x << 13; x ^= x >> 7; x ^= x << 17; x };
-        let tables: Vec<TableSpec> = vocabs.iter().enumerate().map(|(i, &v)| TableSpec {
-            name: format!("t{i}"), vocabulary_size: v, embedding_dim: 8, combiner: Combiner::Sum,
-            max_ids_per_partition: limit, max_unique_ids_per_partition: unique_limit,
-            suggested_coo_buffer_size_per_device: suggested,
-        }).collect();
+        let mut next = xorshift(seed);
+        let tables = tables(&vocabs, Combiner::Sum, (limit, unique_limit), suggested);
         let stacks = if stacked { vec![tables.iter().map(|t| t.name.clone()).collect()] } else { vec![] };
         let mut features = Vec::new();
         let mut members = Vec::new();
@@ -93,10 +91,7 @@ proptest! {
             // Two features on the first table; skewed ids so columns repeat within a row.
             for k in 0..if i == 0 { 2 } else { 1 } {
                 let name = format!("f{i}_{k}");
-                let mut values: Vec<i32> = (0..rows * valency).map(|_| {
-                    let r = next();
-                    (if r % 3 == 0 { r % 4 } else { (r >> 8) % v }) as i32
-                }).collect();
+                let mut values: Vec<i32> = (0..rows * valency).map(|_| skewed_id(next(), v)).collect();
                 // Flaws: an id past the vocabulary, a negative id.
                 if !values.is_empty() {
                     let at = (next() % values.len() as u64) as usize;
