@@ -8,6 +8,9 @@
 //! in word c mod W (W a power of two), not c / 32: skewed ids crowd the low columns, and in one word
 //! their read-modify-writes would wait on each other.
 //!
+//! On CPUs with AVX-512, dense samples of 8 to 32 ids go through [`avx512`] instead: no in-sample
+//! bits, no second pass.
+//!
 //! Larger stacks, or samples cut across blocks, use a hash table from column to the stamp of the
 //! last sample that held it, stamps growing sample after sample: the current stamp means a repeat
 //! within the sample, none means a column new to the SparseCore.
@@ -15,6 +18,9 @@
 use std::cell::RefCell;
 
 use super::minibatch::bucket_of;
+
+#[cfg(target_arch = "x86_64")]
+mod avx512;
 
 /// Two-bit tables up to this many columns (64 MiB)...
 const BITS_MAX_COLUMNS: u64 = 1 << 28;
@@ -161,9 +167,13 @@ impl Tally<'_> {
                 let mut cuniq = [0u32; SMALL_CELLS];
                 cids[..cells].copy_from_slice(&self.ids);
                 cuniq[..cells].copy_from_slice(&self.unique);
-                let ok = with_col_of!(map, self.mask, |col_of| {
-                    bits_rows::<false, SMALL_CELLS>(bits, ids, valency, col_of, self.mask, 1, &mut cids, &mut cuniq)
-                });
+                let ok = if let Some(ok) = rows_vectorised(bits, ids, valency, map, self.mask, &mut cids, &mut cuniq) {
+                    ok
+                } else {
+                    with_col_of!(map, self.mask, |col_of| {
+                        bits_rows::<false, SMALL_CELLS>(bits, ids, valency, col_of, self.mask, 1, &mut cids, &mut cuniq)
+                    })
+                };
                 self.ids.copy_from_slice(&cids[..cells]);
                 self.unique.copy_from_slice(&cuniq[..cells]);
                 ok
@@ -229,6 +239,33 @@ impl Tally<'_> {
             true
         })
     }
+}
+
+/// `add_rows` on a two-bit table, unbucketed, by vector instructions where the CPU, the sample length
+/// and the partition count allow; None where they do not.
+#[allow(unused_variables)]
+fn rows_vectorised(
+    bits: &mut Bits,
+    ids: &[i32],
+    valency: usize,
+    map: ColumnMap,
+    mask: u32,
+    cids: &mut [u32],
+    cuniq: &mut [u32],
+) -> Option<bool> {
+    #[cfg(target_arch = "x86_64")]
+    if avx512::VALENCY.contains(&valency) && (mask as usize) < avx512::MAX_PARTITIONS && avx512::available() {
+        let geometry = avx512::Geometry {
+            log_words: bits.log_words,
+            columns: bits.columns,
+            shift: map.shift,
+            offset: map.offset,
+            mask,
+        };
+        // SAFETY: `available` checked the CPU's features.
+        return Some(unsafe { avx512::rows(bits.words, &geometry, ids, valency, cids, cuniq) });
+    }
+    None
 }
 
 /// `add_rows` on a two-bit table: per sample, one pass sets both bits of each id's column and
@@ -403,6 +440,95 @@ mod tests {
                 prop_assert_eq!(got, by_sets(&dense, map, num_scs, buckets));
             }
         }
+    }
+
+    /// A dense block through the portable loop alone, whatever the CPU.
+    fn portable_rows(t: &mut Tally, ids: &[i32], valency: usize, map: ColumnMap) -> bool {
+        let Table::Bits(bits) = &mut t.table else {
+            panic!("a two-bit tally was asked for");
+        };
+        with_col_of!(map, t.mask, |col_of| {
+            bits_rows::<false, 0>(bits, ids, valency, col_of, t.mask, 1, &mut t.ids, &mut t.unique)
+        })
+    }
+
+    proptest! {
+        /// Dense samples of 8 to 32 ids, repeats within and across the two vector halves: `add_rows`
+        /// (the vector path on CPUs that have it) and the portable loop count as sets do, alone and
+        /// taking turns on one table.
+        #[test]
+        fn vector_and_portable_paths_count_as_sets(
+            flat in proptest::collection::vec(0i32..300, 32..=400),
+            valency in 8usize..=32,
+            scs_bits in 0u32..5,
+            shift in 0u32..16,
+            offset in 0u32..50,
+            turns in proptest::collection::vec(0u8..3, 1..8),
+        ) {
+            let num_scs = 1 << scs_bits;
+            let map = ColumnMap { shift: shift % num_scs, offset };
+            let flat = &flat[..flat.len() / valency * valency];
+            let rows: Vec<Vec<i32>> = flat.chunks(valency).map(<[i32]>::to_vec).collect();
+            let expected = by_sets(&rows, map, num_scs, 1);
+            let got = with_tally(400, flat.len(), num_scs, 1, false, |t| {
+                for (i, row) in rows.iter().enumerate() {
+                    let ok = match turns[i % turns.len()] {
+                        0 => t.add_rows(row, valency, map),
+                        1 => portable_rows(t, row, valency, map),
+                        // Two samples in one call, as a block holds many.
+                        _ => t.add_rows(&[row.as_slice(), row.as_slice()].concat(), valency, map),
+                    };
+                    assert!(ok);
+                }
+                (t.ids.clone(), t.unique.clone())
+            });
+            // A repeated sample adds its ids again but no unique column.
+            let repeats: Vec<Vec<i32>> = rows
+                .iter()
+                .enumerate()
+                .flat_map(|(i, r)| std::iter::repeat_n(r.clone(), if turns[i % turns.len()] == 2 { 2 } else { 1 }))
+                .collect();
+            prop_assert_eq!(&got, &by_sets(&repeats, map, num_scs, 1));
+            prop_assert_eq!(&got.1, &expected.1);
+        }
+    }
+
+    /// Counts worked by hand, through the vector path itself where the CPU has it.
+    #[cfg(target_arch = "x86_64")]
+    #[test]
+    fn vector_path_counts_by_hand() {
+        if !avx512::available() {
+            return;
+        }
+        let run = |ids: &[i32], valency: usize, mask: u32| {
+            let mut words = vec![0u64; 16];
+            let g = avx512::Geometry {
+                log_words: 4,
+                columns: 512,
+                shift: 0,
+                offset: 0,
+                mask,
+            };
+            let (mut cids, mut cuniq) = ([0u32; 16], [0u32; 16]);
+            // SAFETY: `available` said the CPU has the features.
+            let ok = unsafe { avx512::rows(&mut words, &g, ids, valency, &mut cids, &mut cuniq) };
+            (
+                ok,
+                cids[..mask as usize + 1].to_vec(),
+                cuniq[..mask as usize + 1].to_vec(),
+            )
+        };
+        // Two partitions (even, odd columns). Sample 1 holds {1..6}: 3 even, 3 odd, all new.
+        // Sample 2 holds {1, 8, 9}: 8 even and new; 1 and 9 odd, 9 new.
+        let two = [1, 2, 2, 3, 1, 4, 5, 6, 1, 1, 1, 1, 8, 8, 9, 9];
+        assert_eq!(run(&two, 8, 1), (true, vec![4, 5], vec![4, 4]));
+        // 20 ids: 0..16, then 3 and 0 (already in the first half), 40 twice: 17 distinct.
+        let mut wide: Vec<i32> = (0..16).collect();
+        wide.extend([3, 40, 0, 40]);
+        assert_eq!(run(&wide, 20, 0), (true, vec![17], vec![17]));
+        // Column 600 is past the 512-column table.
+        let past = [1, 2, 3, 4, 5, 6, 7, 600];
+        assert!(!run(&past, 8, 0).0);
     }
 
     #[test]
