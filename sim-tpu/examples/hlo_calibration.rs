@@ -39,6 +39,15 @@ fn main() {
         for key in [(split.clone(), ch.clone()), (split.clone(), "all".to_string())] {
             tmp.entry(key).or_default().push(te);
         }
+        if verbose && !r["estimate_complete"].as_bool().unwrap() {
+            println!(
+                "{:6} {:62} (cycles not scored)  temp {:>11} vs {:>11}",
+                split,
+                r["id"].as_str().unwrap(),
+                c.temp_bytes,
+                r["temp_bytes"]
+            );
+        }
         if r["estimate_complete"].as_bool().unwrap() {
             let est = r["total_estimated_cycles"].as_f64().unwrap();
             let e = ratio_error(c.total_cycles as f64, est);

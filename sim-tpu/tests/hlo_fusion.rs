@@ -82,8 +82,9 @@ fn a_cheap_exp_over_a_parameter_is_recomputed_by_each_consumer() {
     assert_eq!(kernel_of(&ks, "e").len(), 2, "{ks:?}");
     let m = HloModule::parse(&text).unwrap();
     let c = cost_module(&m, &ChipModel::preset("v5p").unwrap()).unwrap();
-    // Only the two [512] f32 row statistics (2 KiB each) can be temporaries.
-    assert!(c.temp_bytes <= 2 * 2048, "temp {}", c.temp_bytes);
+    // Only the two [512] f32 row statistics (2 KiB each) can be temporaries, plus the allocation's fixed
+    // overhead (under 64 KiB).
+    assert!(c.temp_bytes <= 2 * 2048 + (64 << 10), "temp {}", c.temp_bytes);
 }
 
 /// A normalisation's `r = rsqrt(var + eps)` of a per-row statistic feeds two full-size kernels: it is computed

@@ -44,6 +44,17 @@ pub struct HloParams {
     /// Bytes of intermediate buffers the compiler keeps in VMEM instead of HBM (buffers are placed first come,
     /// first served while they fit; fitted, at most the chip's VMEM).
     pub vmem_temp_bytes: u64,
+    /// Bytes of on-chip memory the compiler fills with temporaries, for the temp estimate: VMEM, or on a chip
+    /// with CMEM (v4) CMEM, where it places intermediates instead (fitted on temp bytes, at most that memory).
+    #[serde(default)]
+    pub temp_fast_bytes: u64,
+    /// Bytes the compiler's temp allocation adds once any temporary lives in HBM (fitted, under 1 MiB).
+    #[serde(default)]
+    pub temp_overhead_bytes: u64,
+    /// Bytes of HBM scratch per kernel reducing across rows (a bias gradient, a loss summed to a scalar): such a
+    /// kernel accumulates partial results over the row blocks of its grid (fitted, under 128 KiB).
+    #[serde(default)]
+    pub temp_row_reduce_bytes: u64,
     /// Factor (0..=1) on the TensorCore model's matmul epilogue rates (`mm_out_*`, `mm_acc_32bit`, fitted on
     /// standalone ops whose results go to HBM): inside a program most matmul results stay in VMEM for the next
     /// kernel (fitted).
@@ -613,11 +624,13 @@ fn operand_resident(
 /// Peak bytes of intermediate buffers in HBM in the kernel order, and the buffers placed in VMEM. A buffer lives from the kernel writing it to
 /// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
 /// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
+/// `bytes` gives a buffer's size and `eligible` whether a kernel's output may go on chip at all.
 fn place_buffers(
     g: &Graph<'_>,
     kernels: &[Group],
-    sizer: &Sizer,
     vmem_budget: u64,
+    bytes: &dyn Fn(usize) -> Result<u64, HloError>,
+    eligible: &dyn Fn(&Group) -> bool,
 ) -> Result<(u64, BTreeSet<usize>), HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let mut last_use: HashMap<usize, usize> = HashMap::new();
@@ -626,7 +639,7 @@ fn place_buffers(
             last_use.insert(i, t);
         }
     }
-    // (start, end, bytes, node) in kernel order.
+    // (start, end, bytes, node, on-chip allowed) in kernel order.
     let mut buffers = Vec::new();
     for (t, k) in kernels.iter().enumerate() {
         for &o in &k.outputs {
@@ -634,15 +647,15 @@ fn place_buffers(
                 continue;
             }
             let end = last_use.get(&o).copied().unwrap_or(t).max(t);
-            buffers.push((t, end, sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes, o));
+            buffers.push((t, end, bytes(o)?, o, eligible(k)));
         }
     }
     let mut hbm = vec![0i128; kernels.len() + 1];
     let mut vmem = vec![0u64; kernels.len() + 1];
     let mut in_vmem = BTreeSet::new();
-    for (start, end, b, node) in buffers {
+    for (start, end, b, node, ok) in buffers {
         let peak_vmem = vmem[start..=end].iter().copied().max().unwrap_or(0);
-        if peak_vmem.saturating_add(b) <= vmem_budget {
+        if ok && peak_vmem.saturating_add(b) <= vmem_budget {
             for v in &mut vmem[start..=end] {
                 *v += b;
             }
@@ -659,6 +672,88 @@ fn place_buffers(
         peak = peak.max(live);
     }
     Ok((peak.max(0) as u64, in_vmem))
+}
+
+/// Whether an f32 value reaches only matmuls (through elementwise and data-movement ops): the compiler's dots
+/// round f32 operands to bf16 at default precision, so it writes such a value out in bf16.
+fn feeds_only_dots(g: &Graph<'_>, node: usize) -> bool {
+    let is_f32 = |n: usize| matches!(&g.nodes[n].ins.shape, Shape::Array(a) if a.element_type.name() == "f32");
+    if !is_f32(node) {
+        return false;
+    }
+    let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    let mut stack = vec![node];
+    let mut seen = BTreeSet::new();
+    let mut any_dot = false;
+    while let Some(n) = stack.pop() {
+        if !seen.insert(n) || seen.len() > 64 {
+            return seen.len() <= 64 && any_dot;
+        }
+        if outputs.contains(&n) || g.users[n].is_empty() {
+            return false;
+        }
+        for &u in &g.users[n] {
+            let un = &g.nodes[u];
+            match un.class {
+                OpClass::Dot | OpClass::Convolution => {
+                    if un.ins.attr("operand_precision").is_some() || un.ins.attr("precision_config").is_some() {
+                        return false;
+                    }
+                    any_dot = true;
+                }
+                OpClass::Elementwise | OpClass::Movement | OpClass::Free if is_f32(u) => stack.push(u),
+                _ => return false,
+            }
+        }
+    }
+    any_dot
+}
+
+/// Temp bytes as the compiler allocates them: intermediates it keeps on chip (VMEM, or CMEM on v4) are not
+/// temporaries; on a megacore chip without CMEM the two cores both write an MXU kernel's result, which then
+/// cannot sit in one core's VMEM; f32 values feeding only matmuls are stored in bf16; and the allocation
+/// carries a fixed overhead once anything lives in HBM.
+fn temp_bytes(
+    g: &Graph<'_>,
+    kernels: &[Group],
+    sizer: &Sizer,
+    chip_name: &str,
+    hp: &HloParams,
+) -> Result<u64, HloError> {
+    let spec = crate::chips::Chip::preset(chip_name)
+        .map_err(|e| HloError::Unsupported(e.to_string()))?
+        .spec;
+    let mxu_on_chip = !spec.megacore || spec.cmem_bytes > 0;
+    let bytes = |o: usize| -> Result<u64, HloError> {
+        let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes;
+        Ok(if feeds_only_dots(g, o) { b / 2 } else { b })
+    };
+    let eligible = |k: &Group| mxu_on_chip || k.kind != KernelKind::Mxu;
+    let (peak, _) = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible)?;
+    let base = if peak > 0 {
+        peak.saturating_add(hp.temp_overhead_bytes)
+    } else {
+        0
+    };
+    // Kernels reducing over the major (row) dimension: the minor dimension of the input is kept, or all are
+    // reduced (one accumulator per kernel).
+    let mut across_rows = 0u64;
+    for k in kernels {
+        for &m in &k.members {
+            let n = &g.nodes[m];
+            if n.class != OpClass::Reduce || n.ins.opcode != "reduce" {
+                continue;
+            }
+            let Some(&input) = n.operands.first() else { continue };
+            let rank = dims_of(&g.nodes[input].ins.shape).len() as i64;
+            let dims = n.ins.int_list("dimensions").unwrap_or_default();
+            if rank >= 1 && (dims.contains(&0) || dims.len() as i64 == rank) {
+                across_rows += 1;
+                break;
+            }
+        }
+    }
+    Ok(base.saturating_add(across_rows.saturating_mul(hp.temp_row_reduce_bytes)))
 }
 
 /// Costs one execution of `module`'s entry computation on `chip`.
@@ -694,7 +789,9 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
     };
     let groups = group(&g, &node_bytes)?;
     // Intermediates placed in VMEM are read and written there, not over HBM.
-    let (temp, in_vmem) = place_buffers(&g, &groups, &sizer, hp.vmem_temp_bytes)?;
+    let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+    let (_, in_vmem) = place_buffers(&g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    let temp = temp_bytes(&g, &groups, &sizer, &chip.name, hp)?;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
