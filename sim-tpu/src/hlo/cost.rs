@@ -676,20 +676,20 @@ fn place_buffers(
 
 /// Whether an f32 value reaches only matmuls (through elementwise and data-movement ops): the compiler's dots
 /// round f32 operands to bf16 at default precision, so it writes such a value out in bf16.
-fn feeds_only_dots(g: &Graph<'_>, node: usize) -> bool {
+fn feeds_only_dots(g: &Graph<'_>, outputs: &BTreeSet<usize>, node: usize) -> bool {
     let is_f32 = |n: usize| matches!(&g.nodes[n].ins.shape, Shape::Array(a) if a.element_type.name() == "f32");
     if !is_f32(node) {
         return false;
     }
-    let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let mut stack = vec![node];
     let mut seen = BTreeSet::new();
     let mut any_dot = false;
     while let Some(n) = stack.pop() {
-        if !seen.insert(n) || seen.len() > 64 {
-            return seen.len() <= 64 && any_dot;
+        if !seen.insert(n) {
+            continue;
         }
-        if outputs.contains(&n) || g.users[n].is_empty() {
+        // A wide fan-out is not followed: the value is kept in f32.
+        if seen.len() > 64 || outputs.contains(&n) || g.users[n].is_empty() {
             return false;
         }
         for &u in &g.users[n] {
@@ -717,16 +717,14 @@ fn temp_bytes(
     g: &Graph<'_>,
     kernels: &[Group],
     sizer: &Sizer,
-    chip_name: &str,
+    chip: &ChipModel,
     hp: &HloParams,
 ) -> Result<u64, HloError> {
-    let spec = crate::chips::Chip::preset(chip_name)
-        .map_err(|e| HloError::Unsupported(e.to_string()))?
-        .spec;
-    let mxu_on_chip = !spec.megacore || spec.cmem_bytes > 0;
+    let mxu_on_chip = !chip.megacore || chip.cmem_bytes > 0;
+    let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let bytes = |o: usize| -> Result<u64, HloError> {
         let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes;
-        Ok(if feeds_only_dots(g, o) { b / 2 } else { b })
+        Ok(if feeds_only_dots(g, &outputs, o) { b / 2 } else { b })
     };
     let eligible = |k: &Group| mxu_on_chip || k.kind != KernelKind::Mxu;
     let (peak, _) = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible)?;
@@ -791,7 +789,7 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
     let (_, in_vmem) = place_buffers(&g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
-    let temp = temp_bytes(&g, &groups, &sizer, &chip.name, hp)?;
+    let temp = temp_bytes(&g, &groups, &sizer, chip, hp)?;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;

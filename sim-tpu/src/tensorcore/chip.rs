@@ -148,6 +148,10 @@ pub struct ChipModel {
     pub scoped_vmem_bytes: u64,
     /// Whether M = 1 matmuls run on the MXU (calibration).
     pub matvec_on_mxu: bool,
+    /// Whether one compiler device is a megacore pair of TensorCores (spec `megacore`).
+    pub megacore: bool,
+    /// Common memory (v4's CMEM) bytes, 0 where the chip has none (spec `cmem_bytes`).
+    pub cmem_bytes: u64,
     /// Fitted constants.
     pub params: TcParams,
 }
@@ -240,6 +244,8 @@ impl ChipModel {
             mxu: MxuGeometry { width: dim, count },
             scoped_vmem_bytes: cal.scoped_vmem_bytes,
             matvec_on_mxu: cal.matvec_on_mxu,
+            megacore: s.megacore,
+            cmem_bytes: s.cmem_bytes,
             params: cal.params,
         })
     }
