@@ -3,9 +3,12 @@
 //! streamed from or to HBM), VPU kernels at its per-class rates on padded elements, HBM traffic on
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
 //!
-//! Unmodelled ops (gather, scatter, sort, custom-call, while, ...) are costed by a stated conservative rule:
+//! Unmodelled ops (gather, scatter, sort, custom-call, ...) are costed by a stated conservative rule:
 //! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
-//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a single VPU op is timed by the TensorCore op model itself.
+//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
+//! single VPU op is timed by the TensorCore op model itself. A `while` loop is its body, costed as a graph of its
+//! own, times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
+//! as unmodelled.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -15,6 +18,7 @@ use sim_core::layout::{PrimitiveType, Shape};
 use super::bytes::Sizer;
 use super::fusion::{group, Group, KernelKind};
 use super::graph::{Graph, Node};
+use super::loops;
 use super::ops::OpClass;
 use super::{HloError, HloModule};
 use crate::tensorcore::cost::time_kernel;
@@ -139,6 +143,7 @@ impl ModuleCost {
             KernelKind::Loop => 2,
             KernelKind::Reduce => 3,
             KernelKind::Unmodelled => 4,
+            KernelKind::While => 5,
         };
         let mut events = vec![
             serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}}),
@@ -148,6 +153,7 @@ impl ModuleCost {
             ("loop fusions", 2),
             ("reduce fusions", 3),
             ("unmodelled", 4),
+            ("while loops", 5),
         ] {
             events.push(serde_json::json!({"ph":"M","name":"thread_name","pid":0,"tid":t,"args":{"name":name}}));
         }
@@ -549,7 +555,7 @@ fn cost_kernel(
             let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
-        KernelKind::Unmodelled => {
+        KernelKind::Unmodelled | KernelKind::While => {
             // Gathers read only the rows they gather (as many bytes as they write); scatters update their first
             // operand in place (its bytes are the result's, counted once).
             let anchor = &g.nodes[k.anchor];
@@ -778,6 +784,39 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
     }
     let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
+    let body = cost_graph(module, &g, &sizer, chip, hp, 0)?;
+    Ok(ModuleCost {
+        chip: chip.name.clone(),
+        total_cycles: body.total,
+        time_us: body.total as f64 * 1e6 / chip.clock_hz,
+        argument_bytes,
+        output_bytes,
+        temp_bytes: body.temp,
+        kernels: body.kernels,
+        unmodelled: body.unmodelled,
+    })
+}
+
+/// Deepest nesting of `while` loops costed.
+const MAX_LOOP_DEPTH: usize = 16;
+
+/// One flat graph's kernels, run one after another.
+struct GraphCost {
+    kernels: Vec<KernelCost>,
+    total: u64,
+    temp: u64,
+    unmodelled: BTreeMap<String, u64>,
+}
+
+/// Costs flat graph `g` (the entry, or a loop body at nesting `depth`).
+fn cost_graph(
+    module: &HloModule,
+    g: &Graph<'_>,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    depth: usize,
+) -> Result<GraphCost, HloError> {
     let node_bytes = |i: usize| {
         let n = &g.nodes[i];
         if is_scalar_constant(n) {
@@ -785,30 +824,109 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         }
         sizer.shape(&n.ins.shape).map_or(0, |s| s.padded_bytes)
     };
-    let groups = group(&g, &node_bytes)?;
+    let groups = group(g, &node_bytes)?;
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-    let (_, in_vmem) = place_buffers(&g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
-    let temp = temp_bytes(&g, &groups, &sizer, chip, hp)?;
+    let (_, in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
+    let mut loop_temp = 0u64;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
     for k in &groups {
-        let mut c = cost_kernel(&g, k, &sizer, chip, hp, &in_vmem, &mut unmodelled)?;
+        let anchor = &g.nodes[k.anchor];
+        let mut c = if k.kind == KernelKind::Unmodelled && anchor.ins.opcode == "while" {
+            let (c, body_temp) = cost_while(module, g, k, sizer, chip, hp, depth, &mut unmodelled)?;
+            loop_temp = loop_temp.max(body_temp);
+            c
+        } else {
+            cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?
+        };
         c.start_cycle = t;
         t = t.saturating_add(c.cycles);
         kernels.push(c);
     }
-    Ok(ModuleCost {
-        chip: chip.name.clone(),
-        total_cycles: t,
-        time_us: t as f64 * 1e6 / chip.clock_hz,
-        argument_bytes,
-        output_bytes,
-        temp_bytes: temp,
+    // A loop body's temporaries live while the loop runs, beside the enclosing graph's.
+    temp = temp.saturating_add(loop_temp);
+    Ok(GraphCost {
         kernels,
+        total: t,
+        temp,
         unmodelled,
     })
+}
+
+/// A `while` loop: its body's kernels (costed as a graph of their own) times the trip count read from the
+/// loop ([`loops::trip_count`]); a loop whose trip count cannot be read is costed as one trip and listed as
+/// unmodelled. The condition (a scalar compare on the scalar unit) is not charged. Returns the cost and the
+/// body's temp bytes.
+#[allow(clippy::too_many_arguments)]
+fn cost_while(
+    module: &HloModule,
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    depth: usize,
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<(KernelCost, u64), HloError> {
+    let node = &g.nodes[k.anchor];
+    if depth >= MAX_LOOP_DEPTH {
+        return Err(HloError::Unsupported(format!(
+            "`{}`: while loops nested deeper than {MAX_LOOP_DEPTH}",
+            node.ins.name
+        )));
+    }
+    let (cond_comp, body_comp) = loops::parts(module, node)?;
+    let cond = Graph::build_computation(module, cond_comp)?;
+    let body_graph = Graph::build_loop_body(module, body_comp)?;
+    let trips = node
+        .operands
+        .first()
+        .and_then(|&init| loops::trip_count(g, init, &cond, &body_graph));
+    let body = cost_graph(module, &body_graph, sizer, chip, hp, depth + 1)?;
+    for (op, n) in body.unmodelled {
+        *unmodelled.entry(op).or_insert(0) += n;
+    }
+    let trips = trips.unwrap_or_else(|| {
+        *unmodelled.entry("while".to_string()).or_insert(0) += 1;
+        1
+    });
+    let sum = |f: &dyn Fn(&KernelCost) -> u64| {
+        body.kernels
+            .iter()
+            .fold(0u64, |a, c| a.saturating_add(f(c)))
+            .saturating_mul(trips)
+    };
+    // What most of the body's cycles are bound by.
+    let mut by_bound: Vec<(Bound, u64)> = Vec::new();
+    for c in &body.kernels {
+        match by_bound.iter_mut().find(|(b, _)| *b == c.bound_by) {
+            Some(e) => e.1 += c.cycles,
+            None => by_bound.push((c.bound_by, c.cycles)),
+        }
+    }
+    let bound_by = by_bound
+        .iter()
+        .max_by_key(|(_, c)| *c)
+        .map_or(Bound::Launch, |(b, _)| *b);
+    let mut names: Vec<String> = k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect();
+    names.extend(body.kernels.iter().flat_map(|c| c.instructions.iter().cloned()));
+    let cost = KernelCost {
+        name: node.ins.name.clone(),
+        kind: KernelKind::While,
+        instructions: names,
+        cycles: body.total.saturating_mul(trips),
+        start_cycle: 0,
+        bound_by,
+        flops: sum(&|c| c.flops),
+        hbm_bytes: sum(&|c| c.hbm_bytes),
+        hbm_unpadded_bytes: sum(&|c| c.hbm_unpadded_bytes),
+        padding_bytes: sum(&|c| c.padding_bytes),
+        vmem_bytes: body.kernels.iter().map(|c| c.vmem_bytes).max().unwrap_or(0),
+    };
+    Ok((cost, body.temp))
 }
 
 impl ModuleCost {

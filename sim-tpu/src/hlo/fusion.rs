@@ -49,6 +49,8 @@ pub enum KernelKind {
     Mxu,
     /// An op tpusim does not model, costed conservatively.
     Unmodelled,
+    /// A `while` loop: its body's kernels times the trip count (set by the costing, never by grouping).
+    While,
 }
 
 /// One kernel: the nodes it computes and the buffers it reads and writes.
@@ -406,6 +408,20 @@ fn assemble(
         let mut hops = 0;
         while hops < 1000 {
             let n = &g.nodes[o];
+            if n.ins.opcode == "get-tuple-element" {
+                // An element of a tuple built in the graph is that operand; of any other tuple (a parameter,
+                // a loop's state), a buffer of its own.
+                let from = n.operands.first().map(|&t| &g.nodes[t]);
+                let index = n.ins.attr("index").and_then(|v| v.trim().parse::<usize>().ok());
+                match (from, index) {
+                    (Some(t), Some(i)) if t.ins.opcode == "tuple" && i < t.operands.len() => {
+                        o = t.operands[i];
+                        hops += 1;
+                        continue;
+                    }
+                    _ => break,
+                }
+            }
             if n.ins.opcode != "tuple"
                 && pass_through(n.class, &n.ins.opcode)
                 && n.operands.len() == 1

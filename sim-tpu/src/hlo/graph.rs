@@ -32,17 +32,33 @@ pub struct Graph<'m> {
     pub root: usize,
     /// Users of each node.
     pub users: Vec<Vec<usize>>,
+    /// A loop body: elements of its result tuple that pass loop state through unchanged are not outputs
+    /// (the loop keeps them in place).
+    pub loop_body: bool,
 }
 
 impl<'m> Graph<'m> {
     /// Flattens `module`'s entry computation.
     pub fn build(module: &'m HloModule) -> Result<Graph<'m>, HloError> {
+        Graph::build_computation(module, module.entry)
+    }
+
+    /// Flattens the body computation `comp` of a `while` loop.
+    pub fn build_loop_body(module: &'m HloModule, comp: usize) -> Result<Graph<'m>, HloError> {
+        Ok(Graph {
+            loop_body: true,
+            ..Graph::build_computation(module, comp)?
+        })
+    }
+
+    /// Flattens computation `comp` of `module` (a loop's condition or body: its parameters are the graph's).
+    pub fn build_computation(module: &'m HloModule, comp: usize) -> Result<Graph<'m>, HloError> {
         let mut nodes = Vec::new();
         let mut cx = Inliner {
             active: Vec::new(),
             visited: 0,
         };
-        let root = inline(module, module.entry, None, &mut cx, &mut nodes)?;
+        let root = inline(module, comp, None, &mut cx, &mut nodes)?;
         for i in 0..nodes.len() {
             if is_one_hot_scatter(&nodes, i) {
                 nodes[i].class = OpClass::Elementwise;
@@ -56,14 +72,31 @@ impl<'m> Graph<'m> {
                 }
             }
         }
-        Ok(Graph { nodes, root, users })
+        Ok(Graph {
+            nodes,
+            root,
+            users,
+            loop_body: false,
+        })
     }
 
     /// The nodes the entry returns: the root, or the operands of a root tuple.
     pub fn outputs(&self) -> Vec<usize> {
         let r = &self.nodes[self.root];
         if r.ins.opcode == "tuple" {
-            r.operands.clone()
+            let passes_through = |(i, &o): (usize, &usize)| {
+                let n = &self.nodes[o];
+                self.loop_body
+                    && n.ins.opcode == "get-tuple-element"
+                    && n.operands.first().is_some_and(|&p| self.nodes[p].param == Some(0))
+                    && n.ins.attr("index").and_then(|v| v.trim().parse::<usize>().ok()) == Some(i)
+            };
+            r.operands
+                .iter()
+                .enumerate()
+                .filter(|e| !passes_through(*e))
+                .map(|(_, &o)| o)
+                .collect()
         } else {
             vec![self.root]
         }

@@ -23,6 +23,7 @@ pub mod cost;
 pub mod fusion;
 pub mod graph;
 pub mod ir;
+pub mod loops;
 pub mod ops;
 pub mod parse;
 pub mod score;
@@ -141,8 +142,20 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
     let cost = cost_module(module, &model)?;
     let hbm = chip.spec.hbm_bytes;
     let mut warnings = Vec::new();
-    if !cost.unmodelled.is_empty() {
-        let list: Vec<String> = cost.unmodelled.iter().map(|(k, n)| format!("{k} x{n}")).collect();
+    if let Some(n) = cost.unmodelled.get("while") {
+        warnings.push(format!(
+            "while loops whose trip count cannot be read from the loop (x{n}): each costed as one trip of its body \
+             (a counted loop starts its counter at a constant, adds a constant, and compares it with a constant)"
+        ));
+    }
+    let others: Vec<String> = cost
+        .unmodelled
+        .iter()
+        .filter(|(k, _)| k.as_str() != "while")
+        .map(|(k, n)| format!("{k} x{n}"))
+        .collect();
+    if !others.is_empty() {
+        let list = others;
         warnings.push(format!(
             "unmodelled opcodes ({}): each costed as launch + its operand and result bytes at the HBM rate (a gather's \
              table only the rows it reads, a scatter's target once)",

@@ -1,0 +1,104 @@
+//! `while` loops: a counted loop costs its body times the trip count read from the loop, state passed
+//! through unchanged costs nothing, and a loop whose count cannot be read is one trip, listed as unmodelled.
+
+use sim_tpu::hlo::{cost_module, HloModule, KernelKind, ModuleCost};
+use sim_tpu::tensorcore::ChipModel;
+
+/// A scan-like loop: counter `i` from `start`, `i DIR limit` in the condition, `i + step` in the body; each
+/// trip multiplies the carried [128,512] activations by a [512,512] weight and applies tanh; a [4096,512]
+/// array rides along untouched.
+fn scan(start: &str, limit: &str, direction: &str, step: &str) -> String {
+    format!(
+        r#"HloModule scan
+
+body {{
+  p = (s32[], f32[128,512]{{1,0}}, f32[512,512]{{1,0}}, f32[4096,512]{{1,0}}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  step = s32[] constant({step})
+  next = s32[] add(i, step)
+  h = f32[128,512]{{1,0}} get-tuple-element(p), index=1
+  w = f32[512,512]{{1,0}} get-tuple-element(p), index=2
+  big = f32[4096,512]{{1,0}} get-tuple-element(p), index=3
+  d = f32[128,512]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  t = f32[128,512]{{1,0}} tanh(d)
+  ROOT out = (s32[], f32[128,512]{{1,0}}, f32[512,512]{{1,0}}, f32[4096,512]{{1,0}}) tuple(next, t, w, big)
+}}
+
+cond {{
+  p = (s32[], f32[128,512]{{1,0}}, f32[512,512]{{1,0}}, f32[4096,512]{{1,0}}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant({limit})
+  ROOT c = pred[] compare(i, n), direction={direction}
+}}
+
+ENTRY main {{
+  s = s32[] constant({start})
+  h0 = f32[128,512]{{1,0}} parameter(0)
+  w0 = f32[512,512]{{1,0}} parameter(1)
+  b0 = f32[4096,512]{{1,0}} parameter(2)
+  init = (s32[], f32[128,512]{{1,0}}, f32[512,512]{{1,0}}, f32[4096,512]{{1,0}}) tuple(s, h0, w0, b0)
+  loop = (s32[], f32[128,512]{{1,0}}, f32[512,512]{{1,0}}, f32[4096,512]{{1,0}}) while(init), condition=cond, body=body
+  ROOT r = f32[128,512]{{1,0}} get-tuple-element(loop), index=1
+}}
+"#
+    )
+}
+
+fn cost(text: &str) -> ModuleCost {
+    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset("v5e").unwrap()).unwrap()
+}
+
+/// The loop's kernel.
+fn while_kernel(c: &ModuleCost) -> &sim_tpu::hlo::KernelCost {
+    c.kernels
+        .iter()
+        .find(|k| k.kind == KernelKind::While)
+        .expect("a while kernel")
+}
+
+#[test]
+fn a_counted_loop_costs_its_body_times_the_trip_count() {
+    let one = cost(&scan("0", "1", "LT", "1"));
+    let per_trip = while_kernel(&one).cycles;
+    assert!(per_trip > 0);
+    assert!(one.unmodelled.is_empty(), "{:?}", one.unmodelled);
+    // Trip counts worked by hand: [0, 16) by 1, [0, 16] by 1, [4, 16) by 1, [0, 16) by 3 (0, 3, ..., 15),
+    // 16 down to 0 (exclusive) by -2, and a loop that never runs.
+    for (start, limit, dir, step, trips) in [
+        ("0", "16", "LT", "1", 16),
+        ("0", "16", "LE", "1", 17),
+        ("4", "16", "LT", "1", 12),
+        ("0", "16", "LT", "3", 6),
+        ("16", "0", "GT", "-2", 8),
+        ("0", "16", "NE", "2", 8),
+        ("5", "5", "LT", "1", 0),
+    ] {
+        let c = cost(&scan(start, limit, dir, step));
+        let k = while_kernel(&c);
+        assert_eq!(k.cycles, per_trip * trips, "{start} {dir} {limit} step {step}");
+        assert_eq!(k.flops, while_kernel(&one).flops * trips);
+        assert!(c.unmodelled.is_empty());
+    }
+    // Each trip is at least the dot's FLOPs: 2 x 128 x 512 x 512.
+    assert!(while_kernel(&one).flops >= 2 * 128 * 512 * 512);
+}
+
+#[test]
+fn state_passed_through_is_not_moved() {
+    let c = cost(&scan("0", "1", "LT", "1"));
+    // One trip reads h and w and writes t: about 0.25 + 1 + 0.25 MiB, never the 8 MiB array riding along.
+    let k = while_kernel(&c);
+    assert!(k.hbm_bytes < 4 << 20, "{} bytes", k.hbm_bytes);
+}
+
+#[test]
+fn a_loop_whose_count_cannot_be_read_is_one_trip_and_unmodelled() {
+    let one = cost(&scan("0", "1", "LT", "1"));
+    // The limit is a parameter: unknown before the program runs.
+    let text = scan("0", "1", "LT", "1")
+        .replace("n = s32[] constant(1)", "n = s32[] get-tuple-element(p), index=0")
+        .replace("direction=LT", "direction=NE");
+    let c = cost(&text);
+    assert_eq!(c.unmodelled.get("while"), Some(&1));
+    assert_eq!(while_kernel(&c).cycles, while_kernel(&one).cycles);
+}
