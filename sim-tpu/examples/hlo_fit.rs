@@ -27,7 +27,8 @@ fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
             (c.total_cycles.max(1) as f64 / r.est).ln().abs()
         })
         .collect();
-    errs.iter().sum::<f64>() / errs.len().max(1) as f64
+    // Plus the 90th percentile: a few records far off are what the p90 target judges.
+    errs.iter().sum::<f64>() / errs.len().max(1) as f64 + quantile(&errs, 0.9)
 }
 
 fn main() {
@@ -111,7 +112,7 @@ fn main() {
         let vmem_budget = start.vmem_temp_bytes;
         // Coordinate search on a log grid from a few starting points (the objective has local minima).
         let mut best_start = (f64::MAX, start.clone());
-        for (lb, fo, sb) in [
+        let grid = [
             (2.0, 0.5, 0.0),
             (8.0, 0.5, 0.0),
             (2.0, 3.0, 0.0),
@@ -120,20 +121,26 @@ fn main() {
             (8.0, 0.5, 2.0),
             (2.0, 3.0, 2.0),
             (8.0, 3.0, 2.0),
-            (
+        ];
+        let starts = grid
+            .iter()
+            .flat_map(|&(lb, fo, sb)| [(lb, fo, sb, Some(1.0)), (lb, fo, sb, Some(6.0))])
+            .chain([(
                 start.loop_block_cycles,
                 start.fused_op_cycles,
                 start.stream_block_cycles,
-            ),
-        ] {
+                start.mxu_fused_op_cycles,
+            )]);
+        for (lb, fo, sb, mo) in starts {
             let mut hp = start.clone();
             hp.vmem_temp_bytes = vmem_budget;
             hp.loop_block_cycles = lb;
             hp.fused_op_cycles = fo;
             hp.stream_block_cycles = sb;
+            hp.mxu_fused_op_cycles = mo;
             let mut best = objective(&recs, &chip, &hp);
             for _round in 0..3 {
-                for field in 0..5 {
+                for field in 0..6 {
                     let mut step = 2.0f64;
                     while step > 1.01 {
                         let mut improved = false;
@@ -146,7 +153,11 @@ fn main() {
                                 // From 0 a factor cannot move it: start such searches at 0.25.
                                 3 if h.stream_block_cycles == 0.0 => h.stream_block_cycles = 0.25 * f,
                                 3 => h.stream_block_cycles = (h.stream_block_cycles * f).clamp(0.0, 64.0),
-                                _ => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+                                4 => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+                                _ => {
+                                    let v = h.mxu_fused_op_cycles.unwrap_or(h.fused_op_cycles);
+                                    h.mxu_fused_op_cycles = Some((v * f).clamp(0.05, 64.0));
+                                }
                             }
                             let o = objective(&recs, &chip, &h);
                             if o < best - 1e-9 {
@@ -170,6 +181,7 @@ fn main() {
         hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
         hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;
         hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
+        hp.mxu_fused_op_cycles = hp.mxu_fused_op_cycles.map(|v| (v * 1000.0).round() / 1000.0);
         hp.stream_block_cycles = (hp.stream_block_cycles * 1000.0).round() / 1000.0;
         let errs: Vec<f64> = recs
             .iter()

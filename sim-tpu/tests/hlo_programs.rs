@@ -95,10 +95,9 @@ fn argument_and_output_bytes_are_exact_on_every_record() {
 }
 
 /// Held-out bounds the model meets today (see README "Your own model"), a little above today's worst chip so a
-/// regression fails here. The targets are median 15% and p90 40% per chip, temp median 25%: temp (per
-/// chip) meets them; the medians do on four chips, v4's is 15.04% (NOT met, by 0.04 points); the p90 (v4 48%,
-/// v5e 40%) does NOT on every chip.
-const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.16;
+/// regression fails here. The targets are median 15% and p90 40% per chip, temp median 25%: the
+/// medians (at most 13.2%) and temp (per chip) meet them, the p90 (v4 50%, v5e 42%) does NOT on every chip.
+const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.15;
 const HELDOUT_CYCLES_P90_MAX: f64 = 0.55;
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 

@@ -66,6 +66,10 @@ pub struct HloParams {
     /// Factor (0.2..=1) on the op model's fixed launch cycles (`launch_cycles`, `mxu_launch_cycles`): kernels of
     /// one program overlap their prologue with the previous kernel (fitted).
     pub launch_factor: f64,
+    /// VPU cycles per 1024 padded elements of one fused op inside an MXU kernel (its epilogue runs on tiles
+    /// already in vector registers, far cheaper than a loop fusion's op; fitted, `fused_op_cycles` when absent).
+    #[serde(default)]
+    pub mxu_fused_op_cycles: Option<f64>,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -479,7 +483,12 @@ fn cost_kernel(
             }
             _ => {
                 let (c, f) = vpu_blocks(g, node, sizer)?;
-                vpu += c.0 * hp.fused_op_cycles;
+                vpu += c.0
+                    * if k.kind == KernelKind::Mxu {
+                        hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
+                    } else {
+                        hp.fused_op_cycles
+                    };
                 max_blocks = max_blocks.max(c.1);
                 flops = flops.saturating_add(f);
             }
@@ -532,7 +541,17 @@ fn cost_kernel(
             }
             // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
             // intermediates, so no separate HBM term.
-            let body = f64::max(mxu_body, vpu);
+            // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
+            // window plan does not stream them.
+            let mut epi = 0u64;
+            for &o in &k.outputs {
+                if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
+                    epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+                }
+            }
+            let epi = epi as f64 / bw;
+            // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
+            let body = f64::max(mxu_body, vpu) + epi;
             let bound = if body == mxu_body { bound } else { Bound::Vpu };
             (p.mxu_launch_cycles, body, bound, vmem)
         }

@@ -11,7 +11,12 @@
 //!   a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by its own loop fusion;
 //! - a scatter of one scalar per batch row into a constant array (the gradient of `take_along_axis`) is a
 //!   compare and select, fused like any elementwise op;
-//! - a reduction roots a reduce fusion; its producers fuse in as above;
+//! - a vector only ever broadcast into arrays at least 8 times its size (a normalisation's mean and `rsqrt`,
+//!   the f32 convert of a bf16 scale, a causal mask from iotas; not a scalar, not statistics of a matmul's
+//!   result) is computed once by a small kernel of its own: the compiler does not duplicate it into consumers
+//!   that reuse each element many times;
+//! - a reduction roots a reduce fusion; its producers fuse in as above; the row max of a softmax over scores
+//!   that are recomputed (below) joins the kernel consuming it, which computes max, exp and sum in one pass;
 //! - a dot whose result is much larger than its operands (attention scores) is recomputed by every kernel that
 //!   consumes it;
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
@@ -103,6 +108,10 @@ struct Grouper<'a, 'm> {
     first_consumer: Vec<bool>,
     /// Nodes that did, for undoing joins that close a dependency cycle.
     joined: Vec<usize>,
+    /// Values only ever broadcast into larger arrays: computed once by a kernel of their own.
+    own_kernel: Vec<bool>,
+    /// Reductions over a matmul's result.
+    over_dot: Vec<bool>,
 }
 
 impl Grouper<'_, '_> {
@@ -176,6 +185,7 @@ impl Grouper<'_, '_> {
                 .filter(|&k| self.kinds[k as usize] != KernelKind::Mxu)
                 .min_by_key(|&k| self.anchors[k as usize]);
             let groups: Vec<u32> = match class {
+                _ if self.own_kernel[i] && !ug.is_empty() => vec![self.new_group(KernelKind::Loop, i)],
                 OpClass::Elementwise | OpClass::Movement | OpClass::Relayout if !out && !ug.is_empty() => {
                     ug.into_iter().collect()
                 }
@@ -189,6 +199,16 @@ impl Grouper<'_, '_> {
                     }
                     _ => vec![self.new_group(KernelKind::Loop, i)],
                 },
+                // The row max of a softmax over a matmul's result joins the kernel that subtracts it: the compiler
+                // computes it there as a windowed reduction, in the same pass as the exp and the sum.
+                OpClass::Reduce if !out && ug.len() == 1 && self.over_dot[i] => {
+                    let k = ug.into_iter().next().unwrap_or(0);
+                    if matches!(self.kinds[k as usize], KernelKind::Loop | KernelKind::Reduce) {
+                        vec![k]
+                    } else {
+                        vec![self.new_group(KernelKind::Reduce, i)]
+                    }
+                }
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
                 OpClass::Dot | OpClass::Convolution if self.recompute[i] && !out && !ug.is_empty() => {
                     for &k in &ug {
@@ -240,6 +260,62 @@ impl Grouper<'_, '_> {
 /// compiler does, rather than written out and read back.
 const RECOMPUTE_RATIO: u64 = 8;
 
+/// A value broadcast into arrays at least this many times its size is reused by every consumer element.
+const BROADCAST_REUSE: u64 = 8;
+
+/// Values under this many elements (scalars: a step count, a loss scale) are recomputed wherever they are used.
+const MIN_OWN_ELEMENTS: u64 = 128;
+
+/// Whether a node is a reduction whose input is computed (through fused ops) from a matmul's result (one of
+/// the matmuls `which` accepts).
+fn reduces_dot(g: &Graph<'_>, i: usize, which: &dyn Fn(usize) -> bool) -> bool {
+    let dot = |x: usize| matches!(g.nodes[x].class, OpClass::Dot | OpClass::Convolution) && which(x);
+    g.nodes[i].class == OpClass::Reduce
+        && g.nodes[i]
+            .operands
+            .first()
+            .is_some_and(|&o| dot(o) || cone_leaves(g, o).into_iter().any(dot))
+}
+
+/// Whether a computed vector is only ever broadcast (through reshapes) into much larger arrays: a normalisation's
+/// mean and `rsqrt` over its row statistics, the f32 convert of a bf16 scale, a causal mask from iotas. The
+/// compiler does not duplicate such a producer into a consumer that reuses each of its elements many times; it
+/// computes it once in a small kernel of its own.
+fn broadcast_only(g: &Graph<'_>, i: usize) -> bool {
+    let n = super::cost::elements(&g.nodes[i].ins.shape);
+    if n < MIN_OWN_ELEMENTS || !matches!(g.nodes[i].class, OpClass::Elementwise | OpClass::Transcendental) {
+        return false;
+    }
+    let mut stack = g.users[i].clone();
+    let mut any = false;
+    let mut seen = 0;
+    while let Some(u) = stack.pop() {
+        seen += 1;
+        let node = &g.nodes[u];
+        match node.ins.opcode.as_str() {
+            _ if seen > 64 => return false,
+            "broadcast" if super::cost::elements(&node.ins.shape) >= BROADCAST_REUSE.saturating_mul(n) => any = true,
+            // A broadcast that only adds unit dimensions forwards the value, as a reshape does.
+            "broadcast" if super::cost::elements(&node.ins.shape) == n => stack.extend(g.users[u].iter().copied()),
+            "reshape" | "bitcast" => stack.extend(g.users[u].iter().copied()),
+            _ => return false,
+        }
+    }
+    // Checked last (walking the producers costs more): statistics of a matmul's result (a softmax's row max
+    // over attention scores) stay in the matmul's kernel, which computes them in the same pass.
+    let dot = |x: usize| matches!(g.nodes[x].class, OpClass::Dot | OpClass::Convolution);
+    // A cone too deep to walk (a long chain of fused layers) is taken to reach one.
+    let stats_of_dot = |x: usize| {
+        g.nodes[x].class == OpClass::Reduce
+            && g.nodes[x].operands.first().is_some_and(|&o| {
+                let (l, t) = cone_leaves_bounded(g, o);
+                t || dot(o) || l.into_iter().any(dot)
+            })
+    };
+    let (leaves, truncated) = cone_leaves_bounded(g, i);
+    any && !truncated && !leaves.into_iter().any(|x| dot(x) || stats_of_dot(x))
+}
+
 /// Regroupings tried when multi-output kernels close a dependency cycle.
 const MAX_REGROUPS: usize = 32;
 
@@ -248,10 +324,16 @@ const MAX_CONE: usize = 256;
 
 /// The values a node's fused producer cone reads from memory (its leaves), at most `MAX_CONE` nodes deep.
 fn cone_leaves(g: &Graph<'_>, o: usize) -> Vec<usize> {
+    cone_leaves_bounded(g, o).0
+}
+
+/// Like [`cone_leaves`], and whether the walk stopped at `MAX_CONE` (deeper leaves are then unknown).
+fn cone_leaves_bounded(g: &Graph<'_>, o: usize) -> (Vec<usize>, bool) {
     let mut seen = BTreeSet::new();
     let mut stack = vec![o];
     let mut leaves = Vec::new();
     let mut visited = 0;
+    let mut truncated = false;
     while let Some(x) = stack.pop() {
         if !seen.insert(x) {
             continue;
@@ -259,13 +341,14 @@ fn cone_leaves(g: &Graph<'_>, o: usize) -> Vec<usize> {
         visited += 1;
         let n = &g.nodes[x];
         let inner = n.class.fusible() || (n.class == OpClass::Free && pass_through(n.class, &n.ins.opcode));
+        truncated |= visited > MAX_CONE;
         if x != o && !inner || visited > MAX_CONE {
             leaves.push(x);
             continue;
         }
         stack.extend(n.operands.iter().copied());
     }
-    leaves
+    (leaves, truncated)
 }
 
 /// HBM bytes of the values an operand's fused producer cone reads (its leaves).
@@ -299,7 +382,11 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
         is_output[o] = true;
     }
     let mut recompute = vec![false; g.nodes.len()];
+    let own_kernel: Vec<bool> = (0..g.nodes.len()).map(|i| broadcast_only(g, i)).collect();
     for (i, n) in g.nodes.iter().enumerate() {
+        if own_kernel[i] {
+            is_output[i] = true;
+        }
         if n.class == OpClass::Transcendental {
             recompute[i] = recompute_transcendental(g, i, bytes);
             continue;
@@ -316,6 +403,10 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             }
         }
     }
+    // Only over scores recomputed by their consumers: a dot whose result is written out keeps its max.
+    let over_dot: Vec<bool> = (0..g.nodes.len())
+        .map(|i| reduces_dot(g, i, &|d| recompute[d]))
+        .collect();
     // Multi-output kernels can make kernels depend on each other circularly; the nodes whose joins formed the
     // kernels left in a cycle lose the right to join and the grouping runs again (at most `MAX_REGROUPS` times,
     // then without multi-output kernels at all, where every edge follows program order).
@@ -337,6 +428,8 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
             multi_output: multi_output.clone(),
             first_consumer: first_consumer.clone(),
             joined: Vec::new(),
+            own_kernel: own_kernel.clone(),
+            over_dot: over_dot.clone(),
         };
         gr.run();
         let joined = std::mem::take(&mut gr.joined);
