@@ -102,3 +102,72 @@ fn a_loop_whose_count_cannot_be_read_is_one_trip_and_unmodelled() {
     assert_eq!(c.unmodelled.get("while"), Some(&1));
     assert_eq!(while_kernel(&c).cycles, while_kernel(&one).cycles);
 }
+
+/// A two-branch conditional (`lax.cond`): a [256,512] x [512,512] matmul with tanh, or a doubling.
+fn cond(branches: &str) -> String {
+    format!(
+        r#"HloModule cond
+
+heavy {{
+  p = (f32[256,512]{{1,0}}, f32[512,512]{{1,0}}) parameter(0)
+  x = f32[256,512]{{1,0}} get-tuple-element(p), index=0
+  w = f32[512,512]{{1,0}} get-tuple-element(p), index=1
+  d = f32[256,512]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  ROOT t = f32[256,512]{{1,0}} tanh(d)
+}}
+
+light {{
+  p = (f32[256,512]{{1,0}}, f32[512,512]{{1,0}}) parameter(0)
+  x = f32[256,512]{{1,0}} get-tuple-element(p), index=0
+  two = f32[] constant(2)
+  b = f32[256,512]{{1,0}} broadcast(two), dimensions={{}}
+  ROOT m = f32[256,512]{{1,0}} multiply(x, b)
+}}
+
+ENTRY main {{
+  x0 = f32[256,512]{{1,0}} parameter(0)
+  w0 = f32[512,512]{{1,0}} parameter(1)
+  i = s32[] parameter(2)
+  ops = (f32[256,512]{{1,0}}, f32[512,512]{{1,0}}) tuple(x0, w0)
+  ROOT c = f32[256,512]{{1,0}} conditional(i, ops, ops), branch_computations={{{branches}}}
+}}
+"#
+    )
+}
+
+/// The heavy branch as a program of its own.
+const HEAVY_ALONE: &str = r#"HloModule heavy
+
+ENTRY main {
+  x = f32[256,512]{1,0} parameter(0)
+  w = f32[512,512]{1,0} parameter(1)
+  d = f32[256,512]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  ROOT t = f32[256,512]{1,0} tanh(d)
+}
+"#;
+
+#[test]
+fn a_conditional_costs_its_most_expensive_branch_whatever_the_order() {
+    let alone = cost(HEAVY_ALONE).total_cycles;
+    for order in ["heavy, light", "light, heavy", "%light, %heavy, %light"] {
+        let c = cost(&cond(order));
+        let k = c
+            .kernels
+            .iter()
+            .find(|k| k.kind == KernelKind::Conditional)
+            .expect("a conditional kernel");
+        assert_eq!(k.cycles, alone, "{order}");
+        // The matmul's FLOPs: 2 x 256 x 512 x 512 (plus the tanh's elements).
+        assert!(k.flops >= 2 * 256 * 512 * 512, "{}", k.flops);
+        assert_eq!(c.unmodelled.get("conditional"), Some(&1));
+    }
+    // The older spelling: a predicate with true and false computations.
+    let text = cond("light, heavy")
+        .replace("i = s32[] parameter(2)", "i = pred[] parameter(2)")
+        .replace(
+            "branch_computations={light, heavy}",
+            "true_computation=light, false_computation=heavy",
+        );
+    let c = cost(&text);
+    assert_eq!(c.kernels.iter().map(|k| k.cycles).max(), Some(alone));
+}

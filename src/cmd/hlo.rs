@@ -114,7 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         )?;
         writeln!(
             out,
-            "\n{:<34} {:>6} {:>12} {:>6} {:>7} {:>12} {:>8} {:>5}",
+            "\n{:<34} {:>11} {:>12} {:>6} {:>7} {:>12} {:>8} {:>5}",
             "kernel", "kind", "cycles", "time%", "bound", "flops", "hbm MiB", "pad%"
         )?;
         let mut ks: Vec<_> = c.kernels.iter().collect();
@@ -125,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             let kind = serde_json::to_value(k.kind)?.as_str().unwrap_or("").to_string();
             writeln!(
                 out,
-                "{:<34} {:>6} {:>12} {:>5.1}% {:>7} {:>12} {:>8.2} {:>4.0}%",
+                "{:<34} {:>11} {:>12} {:>5.1}% {:>7} {:>12} {:>8.2} {:>4.0}%",
                 k.name.chars().take(34).collect::<String>(),
                 kind,
                 k.cycles,
@@ -140,7 +140,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             let rest: u64 = ks.iter().skip(args.top).map(|k| k.cycles).sum();
             writeln!(
                 out,
-                "{:<34} {:>6} {:>12} {:>5.1}%",
+                "{:<34} {:>11} {:>12} {:>5.1}%",
                 format!("({} more)", ks.len() - args.top),
                 "",
                 rest,

@@ -8,7 +8,8 @@
 //! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
 //! single VPU op is timed by the TensorCore op model itself. A `while` loop is its body, costed as a graph of its
 //! own, times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
-//! as unmodelled.
+//! as unmodelled. A `conditional` is its most expensive branch, listed as unmodelled (which branch runs is known
+//! only at run time).
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -147,7 +148,7 @@ impl ModuleCost {
             KernelKind::Loop => 2,
             KernelKind::Reduce => 3,
             KernelKind::Unmodelled => 4,
-            KernelKind::While => 5,
+            KernelKind::While | KernelKind::Conditional => 5,
         };
         let mut events = vec![
             serde_json::json!({"ph":"M","name":"process_name","pid":0,"args":{"name":format!("TensorCore ({})", self.chip)}}),
@@ -157,7 +158,7 @@ impl ModuleCost {
             ("loop fusions", 2),
             ("reduce fusions", 3),
             ("unmodelled", 4),
-            ("while loops", 5),
+            ("loops and conditionals", 5),
         ] {
             events.push(serde_json::json!({"ph":"M","name":"thread_name","pid":0,"tid":t,"args":{"name":name}}));
         }
@@ -574,7 +575,7 @@ fn cost_kernel(
             let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
-        KernelKind::Unmodelled | KernelKind::While => {
+        KernelKind::Unmodelled | KernelKind::While | KernelKind::Conditional => {
             // Gathers read only the rows they gather (as many bytes as they write); scatters update their first
             // operand in place (its bytes are the result's, counted once).
             let anchor = &g.nodes[k.anchor];
@@ -858,6 +859,10 @@ fn cost_graph(
             let (c, body_temp) = cost_while(module, g, k, sizer, chip, hp, depth, &mut unmodelled)?;
             loop_temp = loop_temp.max(body_temp);
             c
+        } else if k.kind == KernelKind::Unmodelled && anchor.ins.opcode == "conditional" {
+            let (c, branch_temp) = cost_conditional(module, g, k, sizer, chip, hp, depth, &mut unmodelled)?;
+            loop_temp = loop_temp.max(branch_temp);
+            c
         } else {
             cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?
         };
@@ -905,13 +910,66 @@ fn cost_while(
         .first()
         .and_then(|&init| loops::trip_count(g, init, &cond, &body_graph));
     let body = cost_graph(module, &body_graph, sizer, chip, hp, depth + 1)?;
-    for (op, n) in body.unmodelled {
-        *unmodelled.entry(op).or_insert(0) += n;
+    for (op, n) in &body.unmodelled {
+        *unmodelled.entry(op.clone()).or_insert(0) += n;
     }
     let trips = trips.unwrap_or_else(|| {
         *unmodelled.entry("while".to_string()).or_insert(0) += 1;
         1
     });
+    let temp = body.temp;
+    Ok((nested_kernel(g, k, KernelKind::While, body, trips), temp))
+}
+
+/// A `conditional` (`lax.cond`, `lax.switch`): which branch runs is known only at run time, so it is costed as
+/// its most expensive branch (each a graph of its own), and listed as unmodelled. Returns the cost and the
+/// branch's temp bytes.
+#[allow(clippy::too_many_arguments)]
+fn cost_conditional(
+    module: &HloModule,
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    depth: usize,
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<(KernelCost, u64), HloError> {
+    let node = &g.nodes[k.anchor];
+    if depth >= MAX_LOOP_DEPTH {
+        return Err(HloError::Unsupported(format!(
+            "`{}`: control flow nested deeper than {MAX_LOOP_DEPTH}",
+            node.ins.name
+        )));
+    }
+    let mut worst: Option<GraphCost> = None;
+    for comp in loops::branches(module, node)? {
+        let branch = cost_graph(
+            module,
+            &Graph::build_computation(module, comp)?,
+            sizer,
+            chip,
+            hp,
+            depth + 1,
+        )?;
+        for (op, n) in &branch.unmodelled {
+            *unmodelled.entry(op.clone()).or_insert(0) += n;
+        }
+        if worst.as_ref().is_none_or(|w| branch.total > w.total) {
+            worst = Some(branch);
+        }
+    }
+    let worst =
+        worst.ok_or_else(|| HloError::Unsupported(format!("`{}`: a conditional without branches", node.ins.name)))?;
+    *unmodelled.entry("conditional".to_string()).or_insert(0) += 1;
+    let temp = worst.temp;
+    Ok((nested_kernel(g, k, KernelKind::Conditional, worst, 1), temp))
+}
+
+/// The kernel standing for a nested graph run `times` times (a loop's body, a conditional's branch).
+fn nested_kernel(g: &Graph<'_>, k: &Group, kind: KernelKind, body: GraphCost, times: u64) -> KernelCost {
+    let node = &g.nodes[k.anchor];
+    let trips = times;
     let sum = |f: &dyn Fn(&KernelCost) -> u64| {
         body.kernels
             .iter()
@@ -932,9 +990,9 @@ fn cost_while(
         .map_or(Bound::Launch, |(b, _)| *b);
     let mut names: Vec<String> = k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect();
     names.extend(body.kernels.iter().flat_map(|c| c.instructions.iter().cloned()));
-    let cost = KernelCost {
+    KernelCost {
         name: node.ins.name.clone(),
-        kind: KernelKind::While,
+        kind,
         instructions: names,
         cycles: body.total.saturating_mul(trips),
         start_cycle: 0,
@@ -944,8 +1002,7 @@ fn cost_while(
         hbm_unpadded_bytes: sum(&|c| c.hbm_unpadded_bytes),
         padding_bytes: sum(&|c| c.padding_bytes),
         vmem_bytes: body.kernels.iter().map(|c| c.vmem_bytes).max().unwrap_or(0),
-    };
-    Ok((cost, body.temp))
+    }
 }
 
 impl ModuleCost {

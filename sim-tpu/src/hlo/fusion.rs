@@ -56,6 +56,8 @@ pub enum KernelKind {
     Unmodelled,
     /// A `while` loop: its body's kernels times the trip count (set by the costing, never by grouping).
     While,
+    /// A `conditional`: its most expensive branch (set by the costing, never by grouping).
+    Conditional,
 }
 
 /// One kernel: the nodes it computes and the buffers it reads and writes.

@@ -1,4 +1,4 @@
-//! `while` loops: the trip count of a counted loop (JAX's `fori_loop` and `scan` lower to one), read from
+//! Control flow: a `conditional`'s branches, and for `while` loops the trip count of a counted loop (JAX's `fori_loop` and `scan` lower to one), read from
 //! the loop itself as the compiler's trip-count analysis would: an integer element of the loop state starts
 //! at a constant, the body adds a constant to it, and the condition compares it with a constant.
 
@@ -24,6 +24,36 @@ pub fn parts(module: &HloModule, node: &Node<'_>) -> Result<(usize, usize), HloE
             .ok_or_else(|| HloError::Unsupported(format!("`{}`: no {key} computation `{name}`", node.ins.name)))
     };
     Ok((find("condition")?, find("body")?))
+}
+
+/// The branch computations of a `conditional` instruction's node (`branch_computations={...}`, or
+/// `true_computation=` and `false_computation=`).
+pub fn branches(module: &HloModule, node: &Node<'_>) -> Result<Vec<usize>, HloError> {
+    let names: Vec<String> = match node.ins.attr("branch_computations") {
+        Some(list) => list
+            .trim()
+            .trim_start_matches('{')
+            .trim_end_matches('}')
+            .split(',')
+            .map(|n| n.trim().trim_start_matches('%').to_string())
+            .filter(|n| !n.is_empty())
+            .collect(),
+        None => ["true_computation", "false_computation"]
+            .iter()
+            .filter_map(|k| node.ins.attr(k))
+            .map(|n| n.trim().trim_start_matches('%').to_string())
+            .collect(),
+    };
+    names
+        .iter()
+        .map(|name| {
+            module
+                .computations
+                .iter()
+                .position(|c| &c.name == name)
+                .ok_or_else(|| HloError::Unsupported(format!("`{}`: no branch computation `{name}`", node.ins.name)))
+        })
+        .collect()
 }
 
 /// The integer value of a scalar integer constant node.

@@ -148,10 +148,15 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
              (a counted loop starts its counter at a constant, adds a constant, and compares it with a constant)"
         ));
     }
+    if let Some(n) = cost.unmodelled.get("conditional") {
+        warnings.push(format!(
+            "conditionals (x{n}): each costed as its most expensive branch (which one runs is known only at run time)"
+        ));
+    }
     let others: Vec<String> = cost
         .unmodelled
         .iter()
-        .filter(|(k, _)| k.as_str() != "while")
+        .filter(|(k, _)| !matches!(k.as_str(), "while" | "conditional"))
         .map(|(k, n)| format!("{k} x{n}"))
         .collect();
     if !others.is_empty() {
