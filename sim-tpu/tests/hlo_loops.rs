@@ -171,3 +171,57 @@ fn a_conditional_costs_its_most_expensive_branch_whatever_the_order() {
     let c = cost(&text);
     assert_eq!(c.kernels.iter().map(|k| k.cycles).max(), Some(alone));
 }
+
+/// Loops nested 12 deep, each body running the next level's loop twice: each computation is costed once, so
+/// this is quick, and the count multiplies out: 4 trips x 2 loops per level.
+#[test]
+fn nested_loops_are_costed_once_per_computation() {
+    let st = "(s32[], f32[128,128]{1,0})";
+    let cond = format!(
+        "cnd {{\n  p = {st} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  n = s32[] constant(4)\n  \
+         ROOT c = pred[] compare(i, n), direction=LT\n}}\n"
+    );
+    let head = |l: usize| {
+        format!(
+            "b{l} {{\n  p = {st} parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  one = s32[] constant(1)\n  \
+             j = s32[] add(i, one)\n  x = f32[128,128]{{1,0}} get-tuple-element(p), index=1\n"
+        )
+    };
+    let levels = 12;
+    let mut text = format!("HloModule nest\n\n{cond}\n");
+    text += &format!(
+        "{}  y = f32[128,128]{{1,0}} dot(x, x), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  ROOT r = {st} tuple(j, y)\n}}\n\n",
+        head(levels)
+    );
+    for l in (0..levels).rev() {
+        text += &format!(
+            "{}  z = s32[] constant(0)\n  t0 = {st} tuple(z, x)\n  w0 = {st} while(t0), condition=cnd, body=b{n}\n  \
+             x1 = f32[128,128]{{1,0}} get-tuple-element(w0), index=1\n  t1 = {st} tuple(z, x1)\n  \
+             w1 = {st} while(t1), condition=cnd, body=b{n}\n  x2 = f32[128,128]{{1,0}} get-tuple-element(w1), index=1\n  \
+             ROOT r = {st} tuple(j, x2)\n}}\n\n",
+            head(l),
+            n = l + 1
+        );
+    }
+    text += &format!(
+        "ENTRY main {{\n  x = f32[128,128]{{1,0}} parameter(0)\n  z = s32[] constant(0)\n  t = {st} tuple(z, x)\n  \
+         w = {st} while(t), condition=cnd, body=b0\n  ROOT o = f32[128,128]{{1,0}} get-tuple-element(w), index=1\n}}\n"
+    );
+    let c = cost(&text);
+    // Innermost dots: 4 trips at the entry, then (2 loops x 4 trips) per level, 12 levels.
+    let dots = 4u64 * 8u64.pow(levels as u32);
+    assert_eq!(c.kernels.len(), 1);
+    assert!(
+        c.kernels[0].flops >= dots * 2 * 128 * 128 * 128,
+        "{}",
+        c.kernels[0].flops
+    );
+    // A body that runs a loop over itself never ends: refused, not costed for ever.
+    let recursive = text.replace("body=b1\n", "body=b0\n");
+    let e = cost_module(
+        &HloModule::parse(&recursive).unwrap(),
+        &ChipModel::preset("v5e").unwrap(),
+    )
+    .unwrap_err();
+    assert!(e.to_string().contains("nested deeper"), "{e}");
+}

@@ -7,7 +7,7 @@
 //! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
 //! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
 //! single VPU op is timed by the TensorCore op model itself. A `while` loop is its body, costed as a graph of its
-//! own, times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
+//! own (once per computation), times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
 //! as unmodelled. A `conditional` is its most expensive branch, listed as unmodelled (which branch runs is known
 //! only at run time).
 
@@ -804,7 +804,7 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
     }
     let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
-    let body = cost_graph(module, &g, &sizer, chip, hp, 0)?;
+    let body = cost_graph(module, &g, &sizer, chip, hp, &mut Control::default())?;
     Ok(ModuleCost {
         chip: chip.name.clone(),
         total_cycles: body.total,
@@ -817,7 +817,7 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
     })
 }
 
-/// Deepest nesting of `while` loops costed.
+/// Deepest nesting of `while` loops and conditionals costed.
 const MAX_LOOP_DEPTH: usize = 16;
 
 /// One flat graph's kernels, run one after another.
@@ -828,14 +828,37 @@ struct GraphCost {
     unmodelled: BTreeMap<String, u64>,
 }
 
-/// Costs flat graph `g` (the entry, or a loop body at nesting `depth`).
+/// What a nested graph (a loop body, a branch) adds to the kernel standing for it.
+#[derive(Clone)]
+struct Nested {
+    total: u64,
+    temp: u64,
+    unmodelled: BTreeMap<String, u64>,
+    flops: u64,
+    hbm_bytes: u64,
+    hbm_unpadded_bytes: u64,
+    padding_bytes: u64,
+    vmem_bytes: u64,
+    bound_by: Bound,
+}
+
+/// Nested computations costed so far (each computation once, however many loops run it: a file nesting loops
+/// that each run the next level twice costs linear, not exponential, time), and the loop counters read.
+#[derive(Default)]
+struct Control {
+    depth: usize,
+    graphs: HashMap<usize, Nested>,
+    counters: HashMap<(usize, usize), Option<loops::Counter>>,
+}
+
+/// Costs flat graph `g` (the entry, or a nested computation at `control.depth`).
 fn cost_graph(
     module: &HloModule,
     g: &Graph<'_>,
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
-    depth: usize,
+    control: &mut Control,
 ) -> Result<GraphCost, HloError> {
     let node_bytes = |i: usize| {
         let n = &g.nodes[i];
@@ -849,29 +872,47 @@ fn cost_graph(
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
     let (_, in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
-    let mut loop_temp = 0u64;
+    let mut nested_temp = 0u64;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
     for k in &groups {
         let anchor = &g.nodes[k.anchor];
-        let mut c = if k.kind == KernelKind::Unmodelled && anchor.ins.opcode == "while" {
-            let (c, body_temp) = cost_while(module, g, k, sizer, chip, hp, depth, &mut unmodelled)?;
-            loop_temp = loop_temp.max(body_temp);
-            c
-        } else if k.kind == KernelKind::Unmodelled && anchor.ins.opcode == "conditional" {
-            let (c, branch_temp) = cost_conditional(module, g, k, sizer, chip, hp, depth, &mut unmodelled)?;
-            loop_temp = loop_temp.max(branch_temp);
-            c
-        } else {
-            cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?
+        let control_flow = match anchor.ins.opcode.as_str() {
+            "while" => Some(KernelKind::While),
+            "conditional" => Some(KernelKind::Conditional),
+            _ => None,
+        };
+        let mut c = match control_flow {
+            Some(kind) if k.kind == KernelKind::Unmodelled => {
+                if control.depth >= MAX_LOOP_DEPTH {
+                    return Err(HloError::Unsupported(format!(
+                        "`{}`: while loops and conditionals nested deeper than {MAX_LOOP_DEPTH}",
+                        anchor.ins.name
+                    )));
+                }
+                control.depth += 1;
+                let nested = if kind == KernelKind::While {
+                    cost_while(module, g, k, sizer, chip, hp, control)
+                } else {
+                    cost_conditional(module, anchor, sizer, chip, hp, control)
+                };
+                control.depth -= 1;
+                let (n, times) = nested?;
+                for (op, count) in &n.unmodelled {
+                    *unmodelled.entry(op.clone()).or_insert(0) += count;
+                }
+                nested_temp = nested_temp.max(n.temp);
+                nested_kernel(g, k, kind, &n, times)
+            }
+            _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
         c.start_cycle = t;
         t = t.saturating_add(c.cycles);
         kernels.push(c);
     }
-    // A loop body's temporaries live while the loop runs, beside the enclosing graph's.
-    temp = temp.saturating_add(loop_temp);
+    // A nested graph's temporaries live while it runs, beside the enclosing graph's.
+    temp = temp.saturating_add(nested_temp);
     Ok(GraphCost {
         kernels,
         total: t,
@@ -880,11 +921,57 @@ fn cost_graph(
     })
 }
 
-/// A `while` loop: its body's kernels (costed as a graph of their own) times the trip count read from the
-/// loop ([`loops::trip_count`]); a loop whose trip count cannot be read is costed as one trip and listed as
-/// unmodelled. The condition (a scalar compare on the scalar unit) is not charged. Returns the cost and the
-/// body's temp bytes.
+/// Computation `comp` costed as a graph of its own (once; `body`: a loop body, whose passed-through state stays
+/// in place), summed for the kernel standing for it.
 #[allow(clippy::too_many_arguments)]
+fn nested_graph(
+    module: &HloModule,
+    comp: usize,
+    body: bool,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    control: &mut Control,
+) -> Result<Nested, HloError> {
+    if let Some(n) = control.graphs.get(&comp) {
+        return Ok(n.clone());
+    }
+    let graph = if body {
+        Graph::build_loop_body(module, comp)?
+    } else {
+        Graph::build_computation(module, comp)?
+    };
+    let c = cost_graph(module, &graph, sizer, chip, hp, control)?;
+    let sum = |f: &dyn Fn(&KernelCost) -> u64| c.kernels.iter().fold(0u64, |a, k| a.saturating_add(f(k)));
+    // What most of the graph's cycles are bound by.
+    let mut by_bound: Vec<(Bound, u64)> = Vec::new();
+    for k in &c.kernels {
+        match by_bound.iter_mut().find(|(b, _)| *b == k.bound_by) {
+            Some(e) => e.1 = e.1.saturating_add(k.cycles),
+            None => by_bound.push((k.bound_by, k.cycles)),
+        }
+    }
+    let n = Nested {
+        total: c.total,
+        temp: c.temp,
+        flops: sum(&|k| k.flops),
+        hbm_bytes: sum(&|k| k.hbm_bytes),
+        hbm_unpadded_bytes: sum(&|k| k.hbm_unpadded_bytes),
+        padding_bytes: sum(&|k| k.padding_bytes),
+        vmem_bytes: c.kernels.iter().map(|k| k.vmem_bytes).max().unwrap_or(0),
+        bound_by: by_bound
+            .iter()
+            .max_by_key(|(_, c)| *c)
+            .map_or(Bound::Launch, |(b, _)| *b),
+        unmodelled: c.unmodelled,
+    };
+    control.graphs.insert(comp, n.clone());
+    Ok(n)
+}
+
+/// A `while` loop: its body (costed as a graph of its own) and the trip count read from the loop
+/// ([`loops::counter`]); a loop whose trip count cannot be read is one trip and listed as unmodelled. The
+/// condition (a scalar compare on the scalar unit) is not charged.
 fn cost_while(
     module: &HloModule,
     g: &Graph<'_>,
@@ -892,116 +979,66 @@ fn cost_while(
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
-    depth: usize,
-    unmodelled: &mut BTreeMap<String, u64>,
-) -> Result<(KernelCost, u64), HloError> {
+    control: &mut Control,
+) -> Result<(Nested, u64), HloError> {
     let node = &g.nodes[k.anchor];
-    if depth >= MAX_LOOP_DEPTH {
-        return Err(HloError::Unsupported(format!(
-            "`{}`: while loops nested deeper than {MAX_LOOP_DEPTH}",
-            node.ins.name
-        )));
-    }
     let (cond_comp, body_comp) = loops::parts(module, node)?;
-    let cond = Graph::build_computation(module, cond_comp)?;
-    let body_graph = Graph::build_loop_body(module, body_comp)?;
-    let trips = node
-        .operands
-        .first()
-        .and_then(|&init| loops::trip_count(g, init, &cond, &body_graph));
-    let body = cost_graph(module, &body_graph, sizer, chip, hp, depth + 1)?;
-    for (op, n) in &body.unmodelled {
-        *unmodelled.entry(op.clone()).or_insert(0) += n;
-    }
+    let counter = match control.counters.get(&(cond_comp, body_comp)) {
+        Some(c) => *c,
+        None => {
+            let cond = Graph::build_computation(module, cond_comp)?;
+            let body = Graph::build_loop_body(module, body_comp)?;
+            let c = loops::counter(&cond, &body);
+            control.counters.insert((cond_comp, body_comp), c);
+            c
+        }
+    };
+    let trips = counter.and_then(|c| node.operands.first().and_then(|&init| c.trips(g, init)));
+    let mut body = nested_graph(module, body_comp, true, sizer, chip, hp, control)?;
     let trips = trips.unwrap_or_else(|| {
-        *unmodelled.entry("while".to_string()).or_insert(0) += 1;
+        *body.unmodelled.entry("while".to_string()).or_insert(0) += 1;
         1
     });
-    let temp = body.temp;
-    Ok((nested_kernel(g, k, KernelKind::While, body, trips), temp))
+    Ok((body, trips))
 }
 
 /// A `conditional` (`lax.cond`, `lax.switch`): which branch runs is known only at run time, so it is costed as
-/// its most expensive branch (each a graph of its own), and listed as unmodelled. Returns the cost and the
-/// branch's temp bytes.
-#[allow(clippy::too_many_arguments)]
+/// its most expensive branch (each a graph of its own), and listed as unmodelled.
 fn cost_conditional(
     module: &HloModule,
-    g: &Graph<'_>,
-    k: &Group,
+    node: &Node<'_>,
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
-    depth: usize,
-    unmodelled: &mut BTreeMap<String, u64>,
-) -> Result<(KernelCost, u64), HloError> {
-    let node = &g.nodes[k.anchor];
-    if depth >= MAX_LOOP_DEPTH {
-        return Err(HloError::Unsupported(format!(
-            "`{}`: control flow nested deeper than {MAX_LOOP_DEPTH}",
-            node.ins.name
-        )));
-    }
-    let mut worst: Option<GraphCost> = None;
+    control: &mut Control,
+) -> Result<(Nested, u64), HloError> {
+    let mut worst: Option<Nested> = None;
     for comp in loops::branches(module, node)? {
-        let branch = cost_graph(
-            module,
-            &Graph::build_computation(module, comp)?,
-            sizer,
-            chip,
-            hp,
-            depth + 1,
-        )?;
-        for (op, n) in &branch.unmodelled {
-            *unmodelled.entry(op.clone()).or_insert(0) += n;
-        }
+        let branch = nested_graph(module, comp, false, sizer, chip, hp, control)?;
         if worst.as_ref().is_none_or(|w| branch.total > w.total) {
             worst = Some(branch);
         }
     }
-    let worst =
+    let mut worst =
         worst.ok_or_else(|| HloError::Unsupported(format!("`{}`: a conditional without branches", node.ins.name)))?;
-    *unmodelled.entry("conditional".to_string()).or_insert(0) += 1;
-    let temp = worst.temp;
-    Ok((nested_kernel(g, k, KernelKind::Conditional, worst, 1), temp))
+    *worst.unmodelled.entry("conditional".to_string()).or_insert(0) += 1;
+    Ok((worst, 1))
 }
 
 /// The kernel standing for a nested graph run `times` times (a loop's body, a conditional's branch).
-fn nested_kernel(g: &Graph<'_>, k: &Group, kind: KernelKind, body: GraphCost, times: u64) -> KernelCost {
-    let node = &g.nodes[k.anchor];
-    let trips = times;
-    let sum = |f: &dyn Fn(&KernelCost) -> u64| {
-        body.kernels
-            .iter()
-            .fold(0u64, |a, c| a.saturating_add(f(c)))
-            .saturating_mul(trips)
-    };
-    // What most of the body's cycles are bound by.
-    let mut by_bound: Vec<(Bound, u64)> = Vec::new();
-    for c in &body.kernels {
-        match by_bound.iter_mut().find(|(b, _)| *b == c.bound_by) {
-            Some(e) => e.1 += c.cycles,
-            None => by_bound.push((c.bound_by, c.cycles)),
-        }
-    }
-    let bound_by = by_bound
-        .iter()
-        .max_by_key(|(_, c)| *c)
-        .map_or(Bound::Launch, |(b, _)| *b);
-    let mut names: Vec<String> = k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect();
-    names.extend(body.kernels.iter().flat_map(|c| c.instructions.iter().cloned()));
+fn nested_kernel(g: &Graph<'_>, k: &Group, kind: KernelKind, n: &Nested, times: u64) -> KernelCost {
     KernelCost {
-        name: node.ins.name.clone(),
+        name: g.nodes[k.anchor].ins.name.clone(),
         kind,
-        instructions: names,
-        cycles: body.total.saturating_mul(trips),
+        instructions: k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect(),
+        cycles: n.total.saturating_mul(times),
         start_cycle: 0,
-        bound_by,
-        flops: sum(&|c| c.flops),
-        hbm_bytes: sum(&|c| c.hbm_bytes),
-        hbm_unpadded_bytes: sum(&|c| c.hbm_unpadded_bytes),
-        padding_bytes: sum(&|c| c.padding_bytes),
-        vmem_bytes: body.kernels.iter().map(|c| c.vmem_bytes).max().unwrap_or(0),
+        bound_by: n.bound_by,
+        flops: n.flops.saturating_mul(times),
+        hbm_bytes: n.hbm_bytes.saturating_mul(times),
+        hbm_unpadded_bytes: n.hbm_unpadded_bytes.saturating_mul(times),
+        padding_bytes: n.padding_bytes.saturating_mul(times),
+        vmem_bytes: n.vmem_bytes,
     }
 }
 

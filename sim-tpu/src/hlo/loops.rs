@@ -91,24 +91,37 @@ fn state_element(g: &Graph<'_>, n: usize) -> Option<i64> {
     node.ins.attr("index")?.trim().parse().ok()
 }
 
-/// Trip count of a loop whose state starts as `init` (the flat graph `outer` and the node of the `while`'s
-/// operand), with condition graph `cond` and body graph `body`; None when the loop is not counted in the
-/// form above.
-pub fn trip_count(outer: &Graph<'_>, init: usize, cond: &Graph<'_>, body: &Graph<'_>) -> Option<u64> {
+/// A counted loop's counter: state element `index`, compared `direction` with `limit` by the condition,
+/// advanced by `step` in the body (read once per condition and body, whatever the loop's start).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Counter {
+    /// The state tuple element holding the counter.
+    pub index: usize,
+    /// The condition's constant.
+    pub limit: i64,
+    /// The body's constant increment.
+    pub step: i64,
+    /// `LT`, `LE`, `GT`, `GE` or `NE`, with the counter on the left.
+    direction: &'static str,
+}
+
+/// The counter of a loop with condition graph `cond` and body graph `body`; None when the loop is not
+/// counted in the form above.
+pub fn counter(cond: &Graph<'_>, body: &Graph<'_>) -> Option<Counter> {
     // The condition: element k compared with a constant limit.
     let root = &cond.nodes[cond.root];
     if root.ins.opcode != "compare" || root.operands.len() != 2 {
         return None;
     }
-    let direction = root.ins.attr("direction")?.trim();
+    let written = root.ins.attr("direction")?.trim();
     let (a, b) = (root.operands[0], root.operands[1]);
     // Normalised to "k DIR limit".
     let (k, limit, direction) = match (state_element(cond, a), int_constant(&cond.nodes[b])) {
-        (Some(k), Some(limit)) => (k, limit, direction),
+        (Some(k), Some(limit)) => (k, limit, written),
         _ => {
             let k = state_element(cond, b)?;
             let limit = int_constant(&cond.nodes[a])?;
-            let flipped = match direction {
+            let flipped = match written {
                 "LT" => "GT",
                 "LE" => "GE",
                 "GT" => "LT",
@@ -118,19 +131,14 @@ pub fn trip_count(outer: &Graph<'_>, init: usize, cond: &Graph<'_>, body: &Graph
             (k, limit, flipped)
         }
     };
-    let k_index = usize::try_from(k).ok()?;
-    // The start: element k of the initial state tuple is a constant.
-    let init_node = &outer.nodes[init];
-    if init_node.ins.opcode != "tuple" {
-        return None;
-    }
-    let start = int_constant(&outer.nodes[*init_node.operands.get(k_index)?])?;
+    let direction = ["LT", "LE", "GT", "GE", "NE"].into_iter().find(|d| *d == direction)?;
+    let index = usize::try_from(k).ok()?;
     // The step: the body's next state has element k + constant.
     let next = &body.nodes[body.root];
     if next.ins.opcode != "tuple" {
         return None;
     }
-    let inc = &body.nodes[*next.operands.get(k_index)?];
+    let inc = &body.nodes[*next.operands.get(index)?];
     if inc.ins.opcode != "add" || inc.operands.len() != 2 {
         return None;
     }
@@ -140,18 +148,37 @@ pub fn trip_count(outer: &Graph<'_>, init: usize, cond: &Graph<'_>, body: &Graph
         (_, Some(e)) if e == k => int_constant(&body.nodes[x])?,
         _ => return None,
     };
-    let trips = match direction {
-        "LT" | "NE" if step > 0 => div_ceil(limit.checked_sub(start)?, step),
-        "LE" if step > 0 => div_ceil(limit.checked_sub(start)?.checked_add(1)?, step),
-        "GT" | "NE" if step < 0 => div_ceil(start.checked_sub(limit)?, -step),
-        "GE" if step < 0 => div_ceil(start.checked_sub(limit)?.checked_add(1)?, -step),
-        _ => return None,
-    };
-    // "NE" counts only when the counter lands on the limit.
-    if direction == "NE" && (limit - start) % step != 0 {
-        return None;
+    Some(Counter {
+        index,
+        limit,
+        step,
+        direction,
+    })
+}
+
+impl Counter {
+    /// Trips of the loop whose initial state is node `init` of the flat graph `outer` (element `index` of the
+    /// tuple must be a constant); None when it is not, or the counter never reaches the limit.
+    pub fn trips(&self, outer: &Graph<'_>, init: usize) -> Option<u64> {
+        let init_node = &outer.nodes[init];
+        if init_node.ins.opcode != "tuple" {
+            return None;
+        }
+        let start = int_constant(&outer.nodes[*init_node.operands.get(self.index)?])?;
+        let (limit, step) = (self.limit, self.step);
+        let trips = match self.direction {
+            "LT" | "NE" if step > 0 => div_ceil(limit.checked_sub(start)?, step),
+            "LE" if step > 0 => div_ceil(limit.checked_sub(start)?.checked_add(1)?, step),
+            "GT" | "NE" if step < 0 => div_ceil(start.checked_sub(limit)?, step.checked_neg()?),
+            "GE" if step < 0 => div_ceil(start.checked_sub(limit)?.checked_add(1)?, step.checked_neg()?),
+            _ => return None,
+        };
+        // "NE" counts only when the counter lands on the limit.
+        if self.direction == "NE" && limit.checked_sub(start)?.checked_rem(step)? != 0 {
+            return None;
+        }
+        (0..=MAX_TRIPS).contains(&trips).then_some(trips as u64)
     }
-    (0..=MAX_TRIPS).contains(&trips).then_some(trips as u64)
 }
 
 /// Ceiling of `a / b` for `b > 0`, 0 for `a <= 0`.
