@@ -225,3 +225,36 @@ fn nested_loops_are_costed_once_per_computation() {
     .unwrap_err();
     assert!(e.to_string().contains("nested deeper"), "{e}");
 }
+
+/// A function called twice is inlined twice: its kernels keep their instruction's name, the second copy's
+/// marked `#2`, so the op profile never lists two kernels under one name.
+#[test]
+fn kernels_of_a_function_called_twice_have_distinct_names() {
+    let text = r#"HloModule twice
+
+scale {
+  x = f32[256,512]{1,0} parameter(0)
+  e = f32[256,512]{1,0} exponential(x)
+  zero = f32[] constant(0)
+  ROOT s = f32[256]{0} reduce(e, zero), dimensions={1}, to_apply=add
+}
+
+add {
+  a = f32[] parameter(0)
+  b = f32[] parameter(1)
+  ROOT c = f32[] add(a, b)
+}
+
+ENTRY main {
+  x = f32[256,512]{1,0} parameter(0)
+  y = f32[256,512]{1,0} parameter(1)
+  s1 = f32[256]{0} call(x), to_apply=scale
+  s2 = f32[256]{0} call(y), to_apply=scale
+  ROOT t = (f32[256]{0}, f32[256]{0}) tuple(s1, s2)
+}
+"#;
+    let c = cost(text);
+    let mut names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+    names.sort();
+    assert_eq!(names, ["s", "s#2"]);
+}

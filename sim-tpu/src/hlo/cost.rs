@@ -804,7 +804,8 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         argument_bytes = argument_bytes.saturating_add(sizer.shape(&entry.instructions[i].shape)?.padded_bytes);
     }
     let output_bytes = sizer.result_bytes(&entry.instructions[entry.root].shape)?;
-    let body = cost_graph(module, &g, &sizer, chip, hp, &mut Control::default())?;
+    let mut body = cost_graph(module, &g, &sizer, chip, hp, &mut Control::default())?;
+    distinct_names(&mut body.kernels);
     Ok(ModuleCost {
         chip: chip.name.clone(),
         total_cycles: body.total,
@@ -815,6 +816,19 @@ pub fn cost_module_with(module: &HloModule, chip: &ChipModel, hp: &HloParams) ->
         kernels: body.kernels,
         unmodelled: body.unmodelled,
     })
+}
+
+/// Kernels named after instructions of a computation called several times (a batch norm applied three times)
+/// would share names: the second and later, in execution order, get `#2`, `#3`, ...
+fn distinct_names(kernels: &mut [KernelCost]) {
+    let mut seen: HashMap<String, u32> = HashMap::new();
+    for k in kernels {
+        let n = seen.entry(k.name.clone()).or_insert(0);
+        *n += 1;
+        if *n > 1 {
+            k.name = format!("{}#{n}", k.name);
+        }
+    }
 }
 
 /// Deepest nesting of `while` loops and conditionals costed.
