@@ -935,13 +935,13 @@ fn cost_graph(
     })
 }
 
-/// Computation `comp` costed as a graph of its own (once; `body`: a loop body, whose passed-through state stays
-/// in place), summed for the kernel standing for it.
+/// Computation `comp` costed as a graph of its own (once: `build` flattens it the first time), summed for the
+/// kernel standing for it.
 #[allow(clippy::too_many_arguments)]
-fn nested_graph(
-    module: &HloModule,
+fn nested_graph<'m>(
+    module: &'m HloModule,
     comp: usize,
-    body: bool,
+    build: impl FnOnce() -> Result<Graph<'m>, HloError>,
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
@@ -950,12 +950,7 @@ fn nested_graph(
     if let Some(n) = control.graphs.get(&comp) {
         return Ok(n.clone());
     }
-    let graph = if body {
-        Graph::build_loop_body(module, comp)?
-    } else {
-        Graph::build_computation(module, comp)?
-    };
-    let c = cost_graph(module, &graph, sizer, chip, hp, control)?;
+    let c = cost_graph(module, &build()?, sizer, chip, hp, control)?;
     let sum = |f: &dyn Fn(&KernelCost) -> u64| c.kernels.iter().fold(0u64, |a, k| a.saturating_add(f(k)));
     // What most of the graph's cycles are bound by.
     let mut by_bound: Vec<(Bound, u64)> = Vec::new();
@@ -997,6 +992,8 @@ fn cost_while(
 ) -> Result<(Nested, u64), HloError> {
     let node = &g.nodes[k.anchor];
     let (cond_comp, body_comp) = loops::parts(module, node)?;
+    // The body's graph, when flattened here to read the counter, is the one costed below.
+    let mut flattened = None;
     let counter = match control.counters.get(&(cond_comp, body_comp)) {
         Some(c) => *c,
         None => {
@@ -1004,11 +1001,13 @@ fn cost_while(
             let body = Graph::build_loop_body(module, body_comp)?;
             let c = loops::counter(&cond, &body);
             control.counters.insert((cond_comp, body_comp), c);
+            flattened = Some(body);
             c
         }
     };
     let trips = counter.and_then(|c| node.operands.first().and_then(|&init| c.trips(g, init)));
-    let mut body = nested_graph(module, body_comp, true, sizer, chip, hp, control)?;
+    let build = || flattened.map_or_else(|| Graph::build_loop_body(module, body_comp), Ok);
+    let mut body = nested_graph(module, body_comp, build, sizer, chip, hp, control)?;
     let trips = trips.unwrap_or_else(|| {
         *body.unmodelled.entry("while".to_string()).or_insert(0) += 1;
         1
@@ -1028,7 +1027,8 @@ fn cost_conditional(
 ) -> Result<(Nested, u64), HloError> {
     let mut worst: Option<Nested> = None;
     for comp in loops::branches(module, node)? {
-        let branch = nested_graph(module, comp, false, sizer, chip, hp, control)?;
+        let build = || Graph::build_computation(module, comp);
+        let branch = nested_graph(module, comp, build, sizer, chip, hp, control)?;
         if worst.as_ref().is_none_or(|w| branch.total > w.total) {
             worst = Some(branch);
         }

@@ -507,8 +507,7 @@ fn assemble(
                 // An element of a tuple built in the graph is that operand; of any other tuple (a parameter,
                 // a loop's state), a buffer of its own.
                 let from = n.operands.first().map(|&t| &g.nodes[t]);
-                let index = n.ins.attr("index").and_then(|v| v.trim().parse::<usize>().ok());
-                match (from, index) {
+                match (from, n.ins.tuple_index()) {
                     (Some(t), Some(i)) if t.ins.opcode == "tuple" && i < t.operands.len() => {
                         o = t.operands[i];
                         hops += 1;

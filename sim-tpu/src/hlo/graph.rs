@@ -80,17 +80,21 @@ impl<'m> Graph<'m> {
         })
     }
 
+    /// The element of the computation's tuple parameter that node `n` reads, when it is
+    /// `get-tuple-element(parameter(0))` (a loop's state, in its condition and body).
+    pub fn state_element(&self, n: usize) -> Option<usize> {
+        let node = &self.nodes[n];
+        if node.ins.opcode != "get-tuple-element" || self.nodes[*node.operands.first()?].param != Some(0) {
+            return None;
+        }
+        node.ins.tuple_index()
+    }
+
     /// The nodes the entry returns: the root, or the operands of a root tuple.
     pub fn outputs(&self) -> Vec<usize> {
         let r = &self.nodes[self.root];
         if r.ins.opcode == "tuple" {
-            let passes_through = |(i, &o): (usize, &usize)| {
-                let n = &self.nodes[o];
-                self.loop_body
-                    && n.ins.opcode == "get-tuple-element"
-                    && n.operands.first().is_some_and(|&p| self.nodes[p].param == Some(0))
-                    && n.ins.attr("index").and_then(|v| v.trim().parse::<usize>().ok()) == Some(i)
-            };
+            let passes_through = |(i, &o): (usize, &usize)| self.loop_body && self.state_element(o) == Some(i);
             r.operands
                 .iter()
                 .enumerate()
@@ -187,12 +191,14 @@ fn inline<'m>(
             })?,
             _ if matches!(ins.opcode.as_str(), "call" | "fusion") => {
                 let key = if ins.opcode == "call" { "to_apply" } else { "calls" };
-                let callee = ins.attr(key).map(|v| v.trim().trim_start_matches('%')).unwrap_or("");
-                let idx = m
-                    .computations
-                    .iter()
-                    .position(|x| x.name == callee)
-                    .ok_or_else(|| HloError::Unsupported(format!("`{}`: no computation `{callee}`", ins.name)))?;
+                let callee = ins.attr(key).unwrap_or("");
+                let idx = m.computation_index(callee).ok_or_else(|| {
+                    HloError::Unsupported(format!(
+                        "`{}`: no computation `{}`",
+                        ins.name,
+                        callee.trim().trim_start_matches('%')
+                    ))
+                })?;
                 inline(m, idx, Some(&ops), cx, nodes)?
             }
             _ => {

@@ -53,6 +53,11 @@ impl Instruction {
         self.attrs.iter().find(|a| a.key == key).map(|a| a.value.as_str())
     }
 
+    /// The element a `get-tuple-element` reads (its `index=`).
+    pub fn tuple_index(&self) -> Option<usize> {
+        self.attr("index")?.trim().parse().ok()
+    }
+
     /// An integer list attribute such as `dimensions={0,2}` (absent -> None; malformed -> None).
     pub fn int_list(&self, key: &str) -> Option<Vec<i64>> {
         let v = self.attr(key)?.trim();
@@ -117,6 +122,12 @@ impl HloModule {
     /// The ENTRY computation.
     pub fn entry_computation(&self) -> &Computation {
         &self.computations[self.entry]
+    }
+
+    /// The index of the computation an attribute names (`to_apply=%f`: spaces and the `%` sigil ignored).
+    pub fn computation_index(&self, name: &str) -> Option<usize> {
+        let name = name.trim().trim_start_matches('%');
+        self.computations.iter().position(|c| c.name == name)
     }
 
     /// A computation by name.

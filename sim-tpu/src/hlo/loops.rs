@@ -12,16 +12,14 @@ const MAX_TRIPS: i64 = 1 << 40;
 /// The condition and body computations of a `while` instruction's node.
 pub fn parts(module: &HloModule, node: &Node<'_>) -> Result<(usize, usize), HloError> {
     let find = |key: &str| -> Result<usize, HloError> {
-        let name = node
-            .ins
-            .attr(key)
-            .map(|v| v.trim().trim_start_matches('%'))
-            .unwrap_or("");
-        module
-            .computations
-            .iter()
-            .position(|c| c.name == name)
-            .ok_or_else(|| HloError::Unsupported(format!("`{}`: no {key} computation `{name}`", node.ins.name)))
+        let name = node.ins.attr(key).unwrap_or("");
+        module.computation_index(name).ok_or_else(|| {
+            HloError::Unsupported(format!(
+                "`{}`: no {key} computation `{}`",
+                node.ins.name,
+                name.trim().trim_start_matches('%')
+            ))
+        })
     };
     Ok((find("condition")?, find("body")?))
 }
@@ -29,29 +27,29 @@ pub fn parts(module: &HloModule, node: &Node<'_>) -> Result<(usize, usize), HloE
 /// The branch computations of a `conditional` instruction's node (`branch_computations={...}`, or
 /// `true_computation=` and `false_computation=`).
 pub fn branches(module: &HloModule, node: &Node<'_>) -> Result<Vec<usize>, HloError> {
-    let names: Vec<String> = match node.ins.attr("branch_computations") {
+    let names: Vec<&str> = match node.ins.attr("branch_computations") {
         Some(list) => list
             .trim()
             .trim_start_matches('{')
             .trim_end_matches('}')
             .split(',')
-            .map(|n| n.trim().trim_start_matches('%').to_string())
-            .filter(|n| !n.is_empty())
+            .filter(|n| !n.trim().is_empty())
             .collect(),
         None => ["true_computation", "false_computation"]
             .iter()
             .filter_map(|k| node.ins.attr(k))
-            .map(|n| n.trim().trim_start_matches('%').to_string())
             .collect(),
     };
     names
         .iter()
         .map(|name| {
-            module
-                .computations
-                .iter()
-                .position(|c| &c.name == name)
-                .ok_or_else(|| HloError::Unsupported(format!("`{}`: no branch computation `{name}`", node.ins.name)))
+            module.computation_index(name).ok_or_else(|| {
+                HloError::Unsupported(format!(
+                    "`{}`: no branch computation `{}`",
+                    node.ins.name,
+                    name.trim().trim_start_matches('%')
+                ))
+            })
         })
         .collect()
 }
@@ -76,19 +74,6 @@ fn int_constant(n: &Node<'_>) -> Option<i64> {
         Operands::Literal(l) => l.trim().parse().ok(),
         _ => None,
     }
-}
-
-/// The tuple index `n` reads from the computation's parameter, if it is `get-tuple-element(parameter(0))`.
-fn state_element(g: &Graph<'_>, n: usize) -> Option<i64> {
-    let node = &g.nodes[n];
-    if node.ins.opcode != "get-tuple-element" {
-        return None;
-    }
-    let src = &g.nodes[*node.operands.first()?];
-    if src.param != Some(0) {
-        return None;
-    }
-    node.ins.attr("index")?.trim().parse().ok()
 }
 
 /// A counted loop's counter: state element `index`, compared `direction` with `limit` by the condition,
@@ -116,10 +101,10 @@ pub fn counter(cond: &Graph<'_>, body: &Graph<'_>) -> Option<Counter> {
     let written = root.ins.attr("direction")?.trim();
     let (a, b) = (root.operands[0], root.operands[1]);
     // Normalised to "k DIR limit".
-    let (k, limit, direction) = match (state_element(cond, a), int_constant(&cond.nodes[b])) {
+    let (index, limit, direction) = match (cond.state_element(a), int_constant(&cond.nodes[b])) {
         (Some(k), Some(limit)) => (k, limit, written),
         _ => {
-            let k = state_element(cond, b)?;
+            let index = cond.state_element(b)?;
             let limit = int_constant(&cond.nodes[a])?;
             let flipped = match written {
                 "LT" => "GT",
@@ -128,11 +113,10 @@ pub fn counter(cond: &Graph<'_>, body: &Graph<'_>) -> Option<Counter> {
                 "GE" => "LE",
                 other => other,
             };
-            (k, limit, flipped)
+            (index, limit, flipped)
         }
     };
     let direction = ["LT", "LE", "GT", "GE", "NE"].into_iter().find(|d| *d == direction)?;
-    let index = usize::try_from(k).ok()?;
     // The step: the body's next state has element k + constant.
     let next = &body.nodes[body.root];
     if next.ins.opcode != "tuple" {
@@ -143,9 +127,9 @@ pub fn counter(cond: &Graph<'_>, body: &Graph<'_>) -> Option<Counter> {
         return None;
     }
     let (x, y) = (inc.operands[0], inc.operands[1]);
-    let step = match (state_element(body, x), state_element(body, y)) {
-        (Some(e), _) if e == k => int_constant(&body.nodes[y])?,
-        (_, Some(e)) if e == k => int_constant(&body.nodes[x])?,
+    let step = match (body.state_element(x), body.state_element(y)) {
+        (Some(e), _) if e == index => int_constant(&body.nodes[y])?,
+        (_, Some(e)) if e == index => int_constant(&body.nodes[x])?,
         _ => return None,
     };
     Some(Counter {

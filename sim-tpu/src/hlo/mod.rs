@@ -160,11 +160,10 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
         .map(|(k, n)| format!("{k} x{n}"))
         .collect();
     if !others.is_empty() {
-        let list = others;
         warnings.push(format!(
             "unmodelled opcodes ({}): each costed as launch + its operand and result bytes at the HBM rate (a gather's \
              table only the rows it reads, a scatter's target once)",
-            list.join(", ")
+            others.join(", ")
         ));
     }
     Ok(HloReport {
