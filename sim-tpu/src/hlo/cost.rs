@@ -998,7 +998,7 @@ fn cost_while(
         Some(c) => *c,
         None => {
             let cond = Graph::build_computation(module, cond_comp)?;
-            let body = Graph::build_loop_body(module, body_comp)?;
+            let body = Graph::build_computation(module, body_comp)?;
             let c = loops::counter(&cond, &body);
             control.counters.insert((cond_comp, body_comp), c);
             flattened = Some(body);
@@ -1006,7 +1006,7 @@ fn cost_while(
         }
     };
     let trips = counter.and_then(|c| node.operands.first().and_then(|&init| c.trips(g, init)));
-    let build = || flattened.map_or_else(|| Graph::build_loop_body(module, body_comp), Ok);
+    let build = || flattened.map_or_else(|| Graph::build_computation(module, body_comp), Ok);
     let mut body = nested_graph(module, body_comp, build, sizer, chip, hp, control)?;
     let trips = trips.unwrap_or_else(|| {
         *body.unmodelled.entry("while".to_string()).or_insert(0) += 1;

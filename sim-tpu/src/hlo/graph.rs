@@ -32,23 +32,12 @@ pub struct Graph<'m> {
     pub root: usize,
     /// Users of each node.
     pub users: Vec<Vec<usize>>,
-    /// A loop body: elements of its result tuple that pass loop state through unchanged are not outputs
-    /// (the loop keeps them in place).
-    pub loop_body: bool,
 }
 
 impl<'m> Graph<'m> {
     /// Flattens `module`'s entry computation.
     pub fn build(module: &'m HloModule) -> Result<Graph<'m>, HloError> {
         Graph::build_computation(module, module.entry)
-    }
-
-    /// Flattens the body computation `comp` of a `while` loop.
-    pub fn build_loop_body(module: &'m HloModule, comp: usize) -> Result<Graph<'m>, HloError> {
-        Ok(Graph {
-            loop_body: true,
-            ..Graph::build_computation(module, comp)?
-        })
     }
 
     /// Flattens computation `comp` of `module` (a loop's condition or body: its parameters are the graph's).
@@ -72,12 +61,7 @@ impl<'m> Graph<'m> {
                 }
             }
         }
-        Ok(Graph {
-            nodes,
-            root,
-            users,
-            loop_body: false,
-        })
+        Ok(Graph { nodes, root, users })
     }
 
     /// The element of the computation's tuple parameter that node `n` reads, when it is
@@ -94,13 +78,7 @@ impl<'m> Graph<'m> {
     pub fn outputs(&self) -> Vec<usize> {
         let r = &self.nodes[self.root];
         if r.ins.opcode == "tuple" {
-            let passes_through = |(i, &o): (usize, &usize)| self.loop_body && self.state_element(o) == Some(i);
-            r.operands
-                .iter()
-                .enumerate()
-                .filter(|e| !passes_through(*e))
-                .map(|(_, &o)| o)
-                .collect()
+            r.operands.clone()
         } else {
             vec![self.root]
         }
