@@ -64,39 +64,33 @@ fn main() {
                 .collect();
             quantile(&errs, 0.5) + 0.1 * quantile(&errs, 0.9)
         };
-        let mut ht = start.clone();
-        {
-            let mut best = (f64::MAX, ht.temp_fast_bytes);
-            for mib in (0..=vmem.max(spec.cmem_bytes) >> 20).step_by(2) {
-                let mut h = ht.clone();
-                h.temp_fast_bytes = mib << 20;
-                let m = temp_score(&h);
-                if m < best.0 - 1e-12 {
-                    best = (m, mib << 20);
-                }
-            }
-            ht.temp_fast_bytes = best.1;
-            for field in 0..2 {
+        // The candidate with the least temp score, each tried on `from` through `set`.
+        let best_of =
+            |from: &HloParams, candidates: &mut dyn Iterator<Item = u64>, set: &dyn Fn(&mut HloParams, u64)| {
                 let mut best = (f64::MAX, 0u64);
-                // The overhead seen on the compiler's own buffers is 32-64 KiB.
-                let top = if field == 0 { 64 } else { 124 };
-                for kib in (0..=top).step_by(4) {
-                    let mut h = ht.clone();
-                    match field {
-                        0 => h.temp_overhead_bytes = kib << 10,
-                        _ => h.temp_row_reduce_bytes = kib << 10,
-                    }
+                for v in candidates {
+                    let mut h = from.clone();
+                    set(&mut h, v);
                     let m = temp_score(&h);
                     if m < best.0 - 1e-12 {
-                        best = (m, kib << 10);
+                        best = (m, v);
                     }
                 }
-                match field {
-                    0 => ht.temp_overhead_bytes = best.1,
-                    _ => ht.temp_row_reduce_bytes = best.1,
-                }
-            }
-        }
+                best.1
+            };
+        let mut ht = start.clone();
+        ht.temp_fast_bytes = best_of(
+            &ht,
+            &mut (0..=vmem.max(spec.cmem_bytes) >> 20).step_by(2).map(|mib| mib << 20),
+            &|h, v| h.temp_fast_bytes = v,
+        );
+        // The overhead seen on the compiler's own buffers is 32-64 KiB.
+        ht.temp_overhead_bytes = best_of(&ht, &mut (0..=64u64).step_by(4).map(|kib| kib << 10), &|h, v| {
+            h.temp_overhead_bytes = v
+        });
+        ht.temp_row_reduce_bytes = best_of(&ht, &mut (0..=124u64).step_by(4).map(|kib| kib << 10), &|h, v| {
+            h.temp_row_reduce_bytes = v
+        });
         eprintln!(
             "{}: temp fit {} MiB on chip, overhead {} B, {} B per row reduction",
             ht.name,

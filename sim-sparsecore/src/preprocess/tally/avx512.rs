@@ -42,8 +42,8 @@ fn unseen(words: &[u64], wmask: u32, log_words: u32, cols: __m512i, lanes: u16) 
     );
     let one = _mm512_set1_epi64(1);
     let half = |word: __m256i, bit: __m256i, lanes: u8| -> u8 {
-        // SAFETY: every gathered index is a column's word, below `words.len()` (a column is below the
-        // table's 32 x `words.len()` columns); masked-off lanes are not read.
+        // SAFETY: every gathered index is a column masked by `wmask` = `words.len()` - 1 (a power of two),
+        // so inside `words`; masked-off lanes are not read.
         let w = unsafe { _mm512_mask_i32gather_epi64::<8>(_mm512_setzero_si512(), lanes, word, words.as_ptr().cast()) };
         _mm512_mask_testn_epi64_mask(lanes, _mm512_srlv_epi64(w, _mm512_cvtepu32_epi64(bit)), one)
     };
