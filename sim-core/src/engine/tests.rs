@@ -201,6 +201,16 @@ fn replaced_tasks_and_resources_run_as_a_fresh_graph() {
     );
 }
 
+/// Tasks `tasks` run after `from` and join in a wait task, returned.
+fn fork_join(e: &mut Engine, from: TaskId, tasks: [TaskId; 2]) -> TaskId {
+    let join = e.add_task(Task::wait());
+    for t in tasks {
+        e.add_dep(from, t).unwrap();
+        e.add_dep(t, join).unwrap();
+    }
+    join
+}
+
 /// A training-step-like pipeline: host, then a capped transfer, then a SparseCore-like pass and
 /// its traffic sharing HBM with the TensorCore's kernels; steps overlap (host two steps ahead,
 /// lookups gated by the backward pass two steps back). `work(step)` scales each step's amounts.
@@ -237,11 +247,7 @@ fn pipeline(steps: usize, work: impl Fn(usize) -> u64) -> (Engine, Vec<TaskId>) 
                 .cap(4_000_000_000)
                 .name(format!("gather {i}")),
         );
-        let fd = e.add_task(Task::wait());
-        for t in [fx, fm] {
-            e.add_dep(fs, t).unwrap();
-            e.add_dep(t, fd).unwrap();
-        }
+        let fd = fork_join(&mut e, fs, [fx, fm]);
         let lat = e.add_task(Task::delay(SimTime(150_000)));
         e.add_dep(fd, lat).unwrap();
         let mut prev = lat;
@@ -254,12 +260,7 @@ fn pipeline(steps: usize, work: impl Fn(usize) -> u64) -> (Engine, Vec<TaskId>) 
         for n in 0..3u64 {
             let c = e.add_task(Task::occupy(tc, 400 + 100 * n).name(format!("kernel {n} step {i}")));
             let m = e.add_task(Task::transfer(hbm, 3000 + 500 * n).name(format!("kernel {n} HBM {i}")));
-            let j = e.add_task(Task::wait());
-            for t in [c, m] {
-                e.add_dep(prev, t).unwrap();
-                e.add_dep(t, j).unwrap();
-            }
-            prev = j;
+            prev = fork_join(&mut e, prev, [c, m]);
         }
         update.push(prev);
         let bx = e.add_task(Task::occupy(sc, 800 * k).name(format!("sc bwd {i}")));
@@ -268,11 +269,7 @@ fn pipeline(steps: usize, work: impl Fn(usize) -> u64) -> (Engine, Vec<TaskId>) 
                 .cap(4_000_000_000)
                 .name(format!("update {i}")),
         );
-        let bd = e.add_task(Task::wait());
-        for t in [bx, bm] {
-            e.add_dep(prev, t).unwrap();
-            e.add_dep(t, bd).unwrap();
-        }
+        let bd = fork_join(&mut e, prev, [bx, bm]);
         fwd_start.push(fs);
         bwd_done.push(bd);
     }
