@@ -10,6 +10,10 @@ use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
 use sim_tpu::hlo::{cost_module_with, hlo_params, HloModule, HloParams};
 use sim_tpu::tensorcore::ChipModel;
 
+/// Objective differences below this (0.2% in the RMS log error) are noise on 15 records: budgets within it of
+/// the best count as scoring the same.
+const SCAN_TOLERANCE: f64 = 0.002;
+
 struct Rec {
     module: HloModule,
     est: f64,
@@ -18,17 +22,17 @@ struct Rec {
 }
 
 fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
-    // Mean absolute log error: balances over- and under-prediction, robust enough for 15 records.
+    // Root mean square of the log errors: balances over- and under-prediction, and weighs a record far off (what
+    // the p90 target judges) more than several a little off, without letting the single worst one decide.
     let errs: Vec<f64> = recs
         .iter()
         .filter(|r| r.scored)
         .map(|r| {
             let c = cost_module_with(&r.module, chip, hp).unwrap();
-            (c.total_cycles.max(1) as f64 / r.est).ln().abs()
+            (c.total_cycles.max(1) as f64 / r.est).ln()
         })
         .collect();
-    // Plus the 90th percentile: a few records far off are what the p90 target judges.
-    errs.iter().sum::<f64>() / errs.len().max(1) as f64 + quantile(&errs, 0.9)
+    (errs.iter().map(|e| e * e).sum::<f64>() / errs.len().max(1) as f64).sqrt()
 }
 
 fn main() {
@@ -102,7 +106,37 @@ fn main() {
             out.push(ht);
             continue;
         }
-        let start = ht;
+        let mut start = ht;
+        // The VMEM budget for intermediates (cycles only): a 1 MiB grid up to the on-chip memory the compiler
+        // places intermediates in (VMEM, or CMEM on v4). Many budgets score the same on the fit split (no fit
+        // program comes near them); among those, the one nearest what the compiler can give them, that memory
+        // less one kernel's scoped window, is taken: the fit records' optimized modules keep up to nearly all
+        // of VMEM in `S(1)` buffers at once.
+        let on_chip = vmem.max(spec.cmem_bytes);
+        let physical = on_chip.saturating_sub(chip.scoped_vmem_bytes);
+        let mut scan = Vec::new();
+        for mib in 0..=(on_chip >> 20) {
+            let mut h = start.clone();
+            h.vmem_temp_bytes = mib << 20;
+            scan.push((objective(&recs, &chip, &h), mib << 20));
+        }
+        let least = scan.iter().map(|s| s.0).fold(f64::MAX, f64::min);
+        start.vmem_temp_bytes = scan
+            .iter()
+            .filter(|s| s.0 <= least + SCAN_TOLERANCE)
+            .min_by_key(|s| s.1.abs_diff(physical))
+            .map(|s| s.1)
+            .unwrap_or(start.vmem_temp_bytes);
+        eprintln!(
+            "{}: VMEM budget for intermediates {} MiB (objective {:.4}; flat over {:?} MiB)",
+            start.name,
+            start.vmem_temp_bytes >> 20,
+            least,
+            scan.iter()
+                .filter(|s| s.0 <= least + SCAN_TOLERANCE)
+                .map(|s| s.1 >> 20)
+                .collect::<Vec<_>>()
+        );
         let vmem_budget = start.vmem_temp_bytes;
         // Coordinate search on a log grid from a few starting points (the objective has local minima).
         let mut best_start = (f64::MAX, start.clone());

@@ -179,3 +179,28 @@ fn a_dot_whose_consumers_close_a_cycle_joins_the_earliest() {
     assert!(k[0].contains(&"reduce_max.7".to_string()), "{:?}", k[0]);
     assert!(!k[0].iter().any(|i| i.starts_with("reduce_sum")), "{:?}", k[0]);
 }
+
+/// A narrow first layer (K = 13: its result is 32 times its operands' bytes) feeding one matmul is computed in that
+/// matmul's prologue, as the compiler's forward-only bottom MLPs show (two kernels for three dots). Feeding two
+/// matmuls (the next layer and its weight gradient), it is computed once and written out: the compiler's
+/// forward+backward bottom MLPs have a kernel of their own for it on every chip.
+#[test]
+fn a_narrow_layer_is_recomputed_for_one_matmul_only() {
+    let head = "HloModule m\n\nENTRY main {\n  x = bf16[8192,13]{1,0} parameter(0)\n  \
+                w0 = bf16[13,512]{1,0} parameter(1)\n  w1 = bf16[512,256]{1,0} parameter(2)\n  \
+                g = bf16[8192,256]{1,0} parameter(3)\n  \
+                h = bf16[8192,512]{1,0} dot(x, w0), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+                y = bf16[8192,256]{1,0} dot(h, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n";
+    let one = format!("{head}  ROOT r = bf16[8192,256]{{1,0}} negate(y)\n}}\n");
+    let ks = kernels(&one);
+    assert_eq!(ks.len(), 1, "{ks:?}");
+    assert!(ks[0].contains(&"h".to_string()) && ks[0].contains(&"y".to_string()));
+
+    let two = format!(
+        "{head}  dw = bf16[512,256]{{1,0}} dot(h, g), lhs_contracting_dims={{0}}, rhs_contracting_dims={{0}}\n  \
+         ROOT t = (bf16[8192,256]{{1,0}}, bf16[512,256]{{1,0}}) tuple(y, dw)\n}}\n"
+    );
+    let ks = kernels(&two);
+    assert_eq!(kernel_of(&ks, "h").len(), 1, "{ks:?}");
+    assert_eq!(ks.len(), 3, "{ks:?}");
+}

@@ -94,11 +94,10 @@ fn argument_and_output_bytes_are_exact_on_every_record() {
     }
 }
 
-/// Held-out bounds the model meets today (see README "Your own model"), a little above today's worst chip so a
-/// regression fails here. The targets are median 15% and p90 40% per chip, temp median 25%: the
-/// medians (at most 13.2%) and temp (per chip) meet them, the p90 (v4 50%, v5e 42%) does NOT on every chip.
+/// Held-out bounds: the targets (median 15% and p90 40% per chip, temp median 25%), which the model meets
+/// today on every chip (worst: median 14.1% on v5p, p90 40.0% on v4, temp 9.1% on v5p; README "Your own model").
 const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.15;
-const HELDOUT_CYCLES_P90_MAX: f64 = 0.55;
+const HELDOUT_CYCLES_P90_MAX: f64 = 0.40;
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 
 /// On the programs the constants were fitted on (a check of the fitter, not evidence of accuracy).

@@ -17,8 +17,9 @@
 //!   that reuse each element many times;
 //! - a reduction roots a reduce fusion; its producers fuse in as above; the row max of a softmax over scores
 //!   that are recomputed (below) joins the kernel consuming it, which computes max, exp and sum in one pass;
-//! - a dot whose result is much larger than its operands (attention scores) is recomputed by every kernel that
-//!   consumes it;
+//! - a dot whose result is much larger than its operands (attention scores, a narrow first layer) is recomputed
+//!   by every kernel that consumes it, unless two or more of those are matmul kernels (the next layer and its
+//!   weight gradient): then it is computed once and written out;
 //! - a dot or convolution roots an MXU (convolution) fusion with its producers fused in as operand prologues; when
 //!   all its users are in one non-MXU kernel, it joins that kernel (the bias add, activation and convert of an
 //!   output fusion); with several, it merges them when that closes no dependency cycle, else it joins only the
@@ -212,7 +213,16 @@ impl Grouper<'_, '_> {
                     }
                 }
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
-                OpClass::Dot | OpClass::Convolution if self.recompute[i] && !out && !ug.is_empty() => {
+                OpClass::Dot | OpClass::Convolution
+                    if self.recompute[i]
+                        && !out
+                        && !ug.is_empty()
+                        && ug
+                            .iter()
+                            .filter(|&&k| self.kinds[k as usize] == KernelKind::Mxu)
+                            .count()
+                            <= 1 =>
+                {
                     for &k in &ug {
                         if self.kinds[k as usize] != KernelKind::Mxu {
                             self.kinds[k as usize] = KernelKind::Mxu;
