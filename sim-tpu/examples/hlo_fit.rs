@@ -121,21 +121,20 @@ fn main() {
             scan.push((objective(&recs, &chip, &h), mib << 20));
         }
         let least = scan.iter().map(|s| s.0).fold(f64::MAX, f64::min);
-        start.vmem_temp_bytes = scan
+        let flat: Vec<u64> = scan
             .iter()
             .filter(|s| s.0 <= least + SCAN_TOLERANCE)
-            .min_by_key(|s| s.1.abs_diff(physical))
             .map(|s| s.1)
-            .unwrap_or(start.vmem_temp_bytes);
+            .collect();
+        if let Some(&b) = flat.iter().min_by_key(|b| b.abs_diff(physical)) {
+            start.vmem_temp_bytes = b;
+        }
         eprintln!(
             "{}: VMEM budget for intermediates {} MiB (objective {:.4}; flat over {:?} MiB)",
             start.name,
             start.vmem_temp_bytes >> 20,
             least,
-            scan.iter()
-                .filter(|s| s.0 <= least + SCAN_TOLERANCE)
-                .map(|s| s.1 >> 20)
-                .collect::<Vec<_>>()
+            flat.iter().map(|b| b >> 20).collect::<Vec<_>>()
         );
         let vmem_budget = start.vmem_temp_bytes;
         // Coordinate search on a log grid from a few starting points (the objective has local minima).

@@ -165,6 +165,13 @@ impl Grouper<'_, '_> {
         (set, out)
     }
 
+    /// How many of kernels `ks` are MXU kernels.
+    fn mxu_kernels(&self, ks: &BTreeSet<u32>) -> usize {
+        ks.iter()
+            .filter(|&&k| self.kinds[k as usize] == KernelKind::Mxu)
+            .count()
+    }
+
     fn new_group(&mut self, kind: KernelKind, anchor: usize) -> u32 {
         self.kinds.push(kind);
         self.anchors.push(anchor);
@@ -214,14 +221,7 @@ impl Grouper<'_, '_> {
                 }
                 OpClass::Reduce => vec![self.new_group(KernelKind::Reduce, i)],
                 OpClass::Dot | OpClass::Convolution
-                    if self.recompute[i]
-                        && !out
-                        && !ug.is_empty()
-                        && ug
-                            .iter()
-                            .filter(|&&k| self.kinds[k as usize] == KernelKind::Mxu)
-                            .count()
-                            <= 1 =>
+                    if self.recompute[i] && !out && !ug.is_empty() && self.mxu_kernels(&ug) <= 1 =>
                 {
                     for &k in &ug {
                         if self.kinds[k as usize] != KernelKind::Mxu {
@@ -234,7 +234,7 @@ impl Grouper<'_, '_> {
                 OpClass::Dot | OpClass::Convolution => {
                     // Its consumers' kernels (the reductions of a softmax over its result, say) become one fusion
                     // with it when none of them has a dot of its own.
-                    let no_mxu = ug.iter().all(|&k| self.kinds[k as usize] != KernelKind::Mxu);
+                    let no_mxu = self.mxu_kernels(&ug) == 0;
                     let joinable = !out && !ug.is_empty() && no_mxu && (ug.len() == 1 || self.multi_output[i]);
                     let earliest = ug.iter().copied().min_by_key(|&k| self.anchors[k as usize]);
                     if joinable {
