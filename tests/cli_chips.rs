@@ -42,3 +42,24 @@ fn bad_chip_and_bad_override_exit_2() {
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("unknown field 'hbm_gb'"));
 }
+
+/// A size per SparseCore is printed as a size: `sc_spmem_bytes_per_sc` (524288 B on v5p, the
+/// preset's value) reads 512 KiB, not a rate.
+#[test]
+fn sizes_per_part_print_as_sizes_not_rates() {
+    let out = Command::new(env!("CARGO_BIN_EXE_tpusim"))
+        .args(["chips", "--chip", "v5p"])
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(0));
+    let text = String::from_utf8(out.stdout).unwrap();
+    let line = text
+        .lines()
+        .find(|l| l.starts_with("sc_spmem_bytes_per_sc "))
+        .expect("the field's line");
+    assert!(line.contains("512 KiB"), "{line}");
+    assert!(!line.contains("/s"), "{line}");
+    // Rates stay rates.
+    let hbm = text.lines().find(|l| l.starts_with("hbm_bytes_per_s ")).unwrap();
+    assert!(hbm.contains("/s"), "{hbm}");
+}

@@ -100,7 +100,8 @@ fn demo_and_explain() {
         svg.to_str().unwrap(),
     ]);
     assert_eq!(code, 0);
-    assert!(out.contains("two steps late"));
+    // The one definition of staleness (the figures', the lesson's and the README's).
+    assert!(out.contains(sim_core::summary::STALENESS), "{out}");
     let text = std::fs::read_to_string(&svg).unwrap();
     assert!(
         text.contains("SC fwd") && text.contains("SparseCore backward"),

@@ -3,6 +3,7 @@
 //!
 //! Architecture invariant: reports never computes a simulated number; it presents what a run recorded.
 
+pub mod palette;
 pub mod plot;
 pub mod sweep;
 
@@ -11,7 +12,10 @@ pub mod sweep;
 /// page computes nothing, it picks the run the sliders point at and draws it.
 pub fn lesson_html(grid_json: &str) -> String {
     // Inside <script>, "</" would end the element.
-    include_str!("lesson/page.html").replace("/*LESSON_DATA*/", &grid_json.replace("</", "<\\/"))
+    include_str!("lesson/page.html")
+        .replace("/*STAGE_COLOURS*/", &palette::css_vars())
+        .replace("/*STALENESS*/", &escape(STALENESS))
+        .replace("/*LESSON_DATA*/", &grid_json.replace("</", "<\\/"))
 }
 
 use std::collections::BTreeMap;
@@ -27,15 +31,13 @@ use sim_core::summary::RunSummary;
 
 use plot::{err, font, Axis, Figure, PlotError, Swatch, PALETTE};
 
-/// The rows of the Gantt chart: span category, short row label, legend label, colour.
-const ROWS: &[(&str, &str, &str, RGBColor)] = &[
-    ("sc_fwd", "SC fwd", "SparseCore forward (lookup)", PALETTE[0]),
-    ("sc_bwd", "SC bwd", "SparseCore backward (update)", PALETTE[5]),
-    ("tc_fwd", "TC fwd", "TensorCore forward", PALETTE[3]),
-    ("tc_bwd", "TC bwd", "TensorCore backward", PALETTE[1]),
-];
-/// The staleness arrows' colour.
-const ARROW: RGBColor = PALETTE[4];
+/// The span argument naming a span's stage (the `palette::STAGES` key).
+pub const STAGE_ARG: &str = "stage";
+/// The thread of the HBM transfers.
+const HBM_THREAD: &str = "HBM";
+/// The thread a run records its critical path on (one span per segment; `stage` what the time is
+/// charged to, `row` the stage of the task it lies in).
+pub const CRITICAL_THREAD: &str = "critical path";
 
 fn step_of(s: &Span) -> Option<i64> {
     s.args
@@ -44,31 +46,106 @@ fn step_of(s: &Span) -> Option<i64> {
         .and_then(|(_, v)| if let ArgValue::Int(i) = v { Some(*i) } else { None })
 }
 
-fn on_unit(s: &Span) -> bool {
-    s.track.thread == "TC" || s.track.thread.starts_with("SC ")
+fn text_arg<'a>(s: &'a Span, key: &str) -> Option<&'a str> {
+    s.args.iter().find(|(k, _)| k == key).and_then(|(_, v)| match v {
+        ArgValue::Text(t) => Some(t.as_str()),
+        _ => None,
+    })
 }
 
-/// One bar per (stage, step): from the first to the last span of that stage and step on its units.
-pub fn stage_bars(rec: &Recorder) -> BTreeMap<(usize, i64), (u64, u64)> {
-    let mut bars: BTreeMap<(usize, i64), (u64, u64)> = BTreeMap::new();
-    for s in rec.spans.iter().filter(|s| on_unit(s)) {
-        let (Some(row), Some(step)) = (ROWS.iter().position(|r| r.0 == s.category), step_of(s)) else {
-            continue;
-        };
-        let e = bars.entry((row, step)).or_insert((u64::MAX, 0));
-        e.0 = e.0.min(s.start.0);
-        e.1 = e.1.max(s.end.0);
+/// The stage row (index into `palette::STAGES`) a span of a task is drawn on.
+fn stage_row(s: &Span) -> Option<usize> {
+    if s.track.thread == CRITICAL_THREAD {
+        return None;
     }
-    bars
+    let key = text_arg(s, STAGE_ARG)?;
+    palette::STAGES.iter().position(|st| st.key == key)
+}
+
+/// The bars of each (stage, step): the time any span of that stage and step ran, on whatever unit
+/// (a SparseCore pass's compute and its HBM traffic make one bar; a step's all-to-all of
+/// activations and of gradients two), as merged intervals in time order.
+pub fn stage_bars(rec: &Recorder) -> BTreeMap<(usize, i64), Vec<(u64, u64)>> {
+    let mut spans: BTreeMap<(usize, i64), Vec<(u64, u64)>> = BTreeMap::new();
+    for s in &rec.spans {
+        if let (Some(row), Some(step)) = (stage_row(s), step_of(s)) {
+            spans.entry((row, step)).or_default().push((s.start.0, s.end.0));
+        }
+    }
+    spans.into_iter().map(|(k, v)| (k, merged(v))).collect()
+}
+
+/// `v`'s intervals merged where they touch or overlap, in time order.
+fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(l) if a <= l.1 => l.1 = l.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+/// Merged intervals when HBM moved anything.
+fn hbm_busy(rec: &Recorder) -> Vec<(u64, u64)> {
+    merged(
+        rec.spans
+            .iter()
+            .filter(|s| s.track.thread == HBM_THREAD && s.end > s.start)
+            .map(|s| (s.start.0, s.end.0))
+            .collect(),
+    )
+}
+
+/// The thread of the span over the measured window (steady-state steps).
+pub const WINDOW_THREAD: &str = "measured window";
+/// The measured window's background.
+const WINDOW: RGBColor = RGBColor(0xEE, 0xEE, 0xF4);
+
+/// A piece of the critical path as recorded: (stage charged, row of its task), start, end.
+fn critical(rec: &Recorder) -> Vec<(usize, usize, u64, u64)> {
+    rec.spans
+        .iter()
+        .filter(|s| s.track.thread == CRITICAL_THREAD)
+        .filter_map(|s| {
+            let at = |k| palette::STAGES.iter().position(|st| Some(st.key) == text_arg(s, k));
+            Some((at(STAGE_ARG)?, at("row")?, s.start.0, s.end.0))
+        })
+        .collect()
 }
 
 fn escape(s: &str) -> String {
     s.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;")
 }
 
-/// The pipeline Gantt chart of one or more runs (e.g. sequential above, pipelined below): rows
-/// SC fwd, SC bwd, TC fwd, TC bwd coloured by stage, each bar numbered with its training step, and
-/// the staleness arrows of the runs' flows.
+/// A row of the Gantt chart.
+#[derive(Clone, Copy, Debug, PartialEq)]
+enum Row {
+    /// A stage (index into `palette::STAGES`).
+    Stage(usize),
+    /// HBM busy.
+    Hbm,
+    /// The critical path, coloured by stage.
+    Critical,
+}
+
+impl Row {
+    fn label(self) -> &'static str {
+        match self {
+            Row::Stage(i) => palette::STAGES[i].short,
+            Row::Hbm => palette::HBM.short,
+            Row::Critical => "critical",
+        }
+    }
+}
+
+/// The pipeline Gantt chart of one or more runs (e.g. sequential above, pipelined below): a row per
+/// stage that ran (host, PCIe, SparseCore passes, collectives, TensorCore kernels), HBM busy, each
+/// bar numbered with its training step, and the critical path of the measured window drawn over
+/// the bars (outlined) and on its own row coloured by stage; the staleness arrows of the runs'
+/// flows. Colours are `palette`'s.
 pub struct Gantt<'a> {
     /// Title.
     pub title: String,
@@ -77,147 +154,287 @@ pub struct Gantt<'a> {
 }
 
 const GANTT_W: u32 = 1100;
-const GANTT_HEADER: u32 = 96;
-const GANTT_PANEL: u32 = 210;
+const LEGEND_COLUMNS: usize = 4;
+const LEGEND_LINE: u32 = 20;
+const ROW_PX: u32 = 26;
 
 impl Gantt<'_> {
     fn end_ps(&self) -> u64 {
         self.panels
             .iter()
-            .flat_map(|(_, r, _)| stage_bars(r).into_values().map(|b| b.1))
+            .flat_map(|(_, r, _)| {
+                stage_bars(r)
+                    .into_values()
+                    .filter_map(|b| b.last().map(|x| x.1))
+                    .chain(hbm_busy(r).into_iter().map(|b| b.1))
+            })
             .max()
             .unwrap_or(1)
             .max(1)
     }
+
+    /// The rows drawn: every stage any panel ran, HBM if it moved anything, the critical path if
+    /// recorded.
+    fn rows(&self) -> Vec<Row> {
+        let mut used = vec![false; palette::STAGES.len()];
+        let (mut hbm, mut crit) = (false, false);
+        for (_, r, _) in &self.panels {
+            for ((row, _), _) in stage_bars(r) {
+                used[row] = true;
+            }
+            hbm |= !hbm_busy(r).is_empty();
+            crit |= !critical(r).is_empty();
+        }
+        let mut rows: Vec<Row> = (0..used.len()).filter(|&i| used[i]).map(Row::Stage).collect();
+        if hbm {
+            rows.push(Row::Hbm);
+        }
+        if crit {
+            rows.push(Row::Critical);
+        }
+        rows
+    }
+
+    /// The legend: a box per row's stage (and kernel launches when the critical path holds
+    /// them), then a line of the critical path's outline, the staleness arrow and step numbers.
+    fn legend(&self, rows: &[Row]) -> (Vec<(Swatch, String)>, Vec<(Swatch, String)>) {
+        let mut boxes: Vec<(Swatch, String)> = rows
+            .iter()
+            .filter_map(|r| match r {
+                Row::Stage(i) => Some((
+                    Swatch::Box(palette::STAGES[*i].colour),
+                    palette::STAGES[*i].legend.into(),
+                )),
+                Row::Hbm => Some((Swatch::Box(palette::HBM.colour), palette::HBM.legend.into())),
+                Row::Critical => None,
+            })
+            .collect();
+        let launches = self
+            .panels
+            .iter()
+            .any(|(_, r, _)| critical(r).iter().any(|c| palette::STAGES[c.0].key == "kernel_launch"));
+        if launches {
+            let k = palette::stage("kernel_launch").expect("in the palette");
+            boxes.push((Swatch::Box(k.colour), k.legend.into()));
+        }
+        let mut marks = Vec::new();
+        if self
+            .panels
+            .iter()
+            .any(|(_, r, _)| r.spans.iter().any(|s| s.track.thread == WINDOW_THREAD))
+        {
+            marks.push((
+                Swatch::Box(WINDOW),
+                "measured steps (warm-up before, drain after)".into(),
+            ));
+        }
+        if rows.contains(&Row::Critical) {
+            marks.push((Swatch::Outline(palette::CRITICAL), "critical path".into()));
+        }
+        if self.panels.iter().any(|(_, r, _)| !r.flows.is_empty()) {
+            marks.push((Swatch::Arrow(palette::ARROW), STALENESS.into()));
+        }
+        marks.push((Swatch::Text("3"), "training step".into()));
+        (boxes, marks)
+    }
+
+    fn header_px(&self) -> u32 {
+        let (boxes, _) = self.legend(&self.rows());
+        48 + LEGEND_LINE * (boxes.len().div_ceil(LEGEND_COLUMNS) as u32 + 1) + 8
+    }
+
+    fn panel_px(&self) -> u32 {
+        40 + ROW_PX * self.rows().len().max(1) as u32
+    }
 }
 
-/// Draws `entries` left to right from pixel (x, y) on `area`; returns the x after the last.
-fn legend_row<DB: DrawingBackend>(
-    area: &DrawingArea<DB, Shift>,
-    mut x: i32,
-    y: i32,
-    entries: &[(Swatch, String)],
-) -> Result<i32, PlotError> {
-    for (sw, label) in entries {
-        plot::legend(area, x, y, &[(*sw, label.clone())])?;
-        let (tw, _) = area.estimate_text_size(label, &font(13.0)).map_err(err)?;
-        x += 26 + tw as i32 + 22;
+/// The staleness arrows' legend (the one definition, [`sim_core::summary::STALENESS`]).
+pub use sim_core::summary::STALENESS;
+
+/// Black on light colours, white on dark ones.
+fn ink(c: RGBColor) -> RGBColor {
+    let l = 0.299 * c.0 as f64 + 0.587 * c.1 as f64 + 0.114 * c.2 as f64;
+    if l < 140.0 {
+        WHITE
+    } else {
+        BLACK
     }
-    Ok(x)
 }
 
 impl Figure for Gantt<'_> {
     fn size(&self) -> (u32, u32) {
         (
             GANTT_W,
-            GANTT_HEADER + GANTT_PANEL * self.panels.len().max(1) as u32 + 24,
+            self.header_px() + self.panel_px() * self.panels.len().max(1) as u32 + 24,
         )
     }
 
     fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, Shift>) -> Result<(), PlotError> {
-        let (header, body) = root.split_vertically(GANTT_HEADER);
+        let rows = self.rows();
+        let (header, body) = root.split_vertically(self.header_px());
         header
             .draw(&Text::new(self.title.clone(), (20, 10), font(22.0)))
             .map_err(err)?;
-        let stages: Vec<(Swatch, String)> = ROWS
-            .iter()
-            .map(|(_, _, legend, colour)| (Swatch::Box(*colour), (*legend).to_string()))
-            .collect();
-        legend_row(&header, 20, 52, &stages)?;
-        legend_row(
-            &header,
-            20,
-            76,
-            &[
-                (
-                    Swatch::Arrow(ARROW),
-                    "stale gradients: SC backward of step i feeds SC forward of step i+2".to_string(),
-                ),
-                (Swatch::Text("3"), "numbers in bars: training step".to_string()),
-            ],
-        )?;
+        let (boxes, marks) = self.legend(&rows);
+        let col_w = (GANTT_W as i32 - 40) / LEGEND_COLUMNS as i32;
+        let lines = boxes.chunks(LEGEND_COLUMNS).count();
+        for (i, chunk) in boxes.chunks(LEGEND_COLUMNS).enumerate() {
+            let y = 52 + (LEGEND_LINE as usize * i) as i32;
+            for (j, e) in chunk.iter().enumerate() {
+                plot::legend(&header, 20 + col_w * j as i32, y, std::slice::from_ref(e))?;
+            }
+        }
+        // The marks' line: the staleness label is long, so each mark starts after the last.
+        let y = 52 + (LEGEND_LINE as usize * lines) as i32;
+        let mut x = 20;
+        for e in &marks {
+            plot::legend(&header, x, y, std::slice::from_ref(e))?;
+            let (tw, _) = header.estimate_text_size(&e.1, &font(13.0)).map_err(err)?;
+            x += 26 + tw as i32 + 28;
+        }
         let end_us = self.end_ps() as f64 / 1e6;
         let x_hi = end_us * 1.01;
         let xticks = sweep::nice_ticks(0.0, end_us, 10);
         let areas = body.split_evenly((self.panels.len().max(1), 1));
         let n = self.panels.len();
         for (pi, ((label, rec, step_us), area)) in self.panels.iter().zip(areas).enumerate() {
-            let last = pi + 1 == n;
-            let nrows = ROWS.len() as f64;
-            let mut chart = ChartBuilder::on(&area)
-                .caption(format!("{label}: step time {step_us:.1} µs"), font(17.0))
-                .margin_left(12)
-                .margin_right(24)
-                .margin_top(4)
-                .x_label_area_size(if last { 52 } else { 26 })
-                .y_label_area_size(70)
-                .build_cartesian_2d(
-                    Axis::new(0.0, x_hi, xticks.clone()),
-                    Axis::new(0.0, nrows, (0..ROWS.len()).map(|i| i as f64 + 0.5).collect()),
-                )
+            self.draw_panel(root, &area, &rows, (label, rec, *step_us), (pi + 1 == n, &xticks, x_hi))?;
+        }
+        Ok(())
+    }
+}
+
+impl Gantt<'_> {
+    fn draw_panel<DB: DrawingBackend>(
+        &self,
+        root: &DrawingArea<DB, Shift>,
+        area: &DrawingArea<DB, Shift>,
+        rows: &[Row],
+        (label, rec, step_us): (&str, &Recorder, f64),
+        (last, xticks, x_hi): (bool, &[f64], f64),
+    ) -> Result<(), PlotError> {
+        let nrows = rows.len().max(1) as f64;
+        let mut chart = ChartBuilder::on(area)
+            .caption(format!("{label}: step time {step_us:.1} µs"), font(17.0))
+            .margin_left(12)
+            .margin_right(24)
+            .margin_top(4)
+            .x_label_area_size(if last { 52 } else { 26 })
+            .y_label_area_size(86)
+            .build_cartesian_2d(
+                Axis::new(0.0, x_hi, xticks.to_vec()),
+                Axis::new(0.0, nrows, (0..rows.len()).map(|i| i as f64 + 0.5).collect()),
+            )
+            .map_err(err)?;
+        // Row 0 at the top.
+        let row_y = |row: usize| nrows - row as f64 - 1.0;
+        let row_name = |y: f64| -> String {
+            let i = (nrows - y - 0.5).round();
+            rows.get(i as usize).map(|r| r.label().to_string()).unwrap_or_default()
+        };
+        let fmt_x = |v: &f64| sweep_tick(*v);
+        let fmt_y = |y: &f64| row_name(*y);
+        let mut mesh = chart.configure_mesh();
+        mesh.x_label_formatter(&fmt_x)
+            .y_label_formatter(&fmt_y)
+            .label_style(font(13.0))
+            .axis_desc_style(font(15.0))
+            .bold_line_style(RGBColor(0xEC, 0xEC, 0xEC))
+            .light_line_style(TRANSPARENT)
+            .disable_y_mesh();
+        if last {
+            mesh.x_desc("simulated time (µs)");
+        }
+        mesh.draw().map_err(err)?;
+        let us = |ps: u64| ps as f64 / 1e6;
+        let at = |r: Row| rows.iter().position(|x| *x == r);
+        // The measured window behind the bars.
+        for w in rec.spans.iter().filter(|s| s.track.thread == WINDOW_THREAD) {
+            chart
+                .draw_series([Rectangle::new(
+                    [(us(w.start.0), 0.0), (us(w.end.0), nrows)],
+                    WINDOW.filled(),
+                )])
                 .map_err(err)?;
-            // Row 0 at the top.
-            let row_y = |row: usize| nrows - row as f64 - 1.0;
-            let row_name = |y: f64| -> String {
-                let i = (nrows - y - 0.5).round();
-                ROWS.get(i as usize).map(|r| r.1.to_string()).unwrap_or_default()
-            };
-            let fmt_x = |v: &f64| sweep_tick(*v);
-            let fmt_y = |y: &f64| row_name(*y);
-            let mut mesh = chart.configure_mesh();
-            mesh.x_label_formatter(&fmt_x)
-                .y_label_formatter(&fmt_y)
-                .label_style(font(13.0))
-                .axis_desc_style(font(15.0))
-                .bold_line_style(RGBColor(0xEC, 0xEC, 0xEC))
-                .light_line_style(TRANSPARENT)
-                .disable_y_mesh();
-            if last {
-                mesh.x_desc("simulated time (µs)");
-            }
-            mesh.draw().map_err(err)?;
-            let bars = stage_bars(rec);
-            for (&(row, step), &(a, b)) in &bars {
-                let (a_us, b_us) = (a as f64 / 1e6, b as f64 / 1e6);
-                let y = row_y(row);
-                let colour = ROWS[row].3;
+        }
+        let bars = stage_bars(rec);
+        for (&(stage, step), pieces) in &bars {
+            let Some(ri) = at(Row::Stage(stage)) else { continue };
+            let y = row_y(ri);
+            let colour = palette::STAGES[stage].colour;
+            for &(a, b) in pieces {
                 chart
                     .draw_series([
-                        Rectangle::new([(a_us, y + 0.14), (b_us, y + 0.86)], colour.filled()),
-                        Rectangle::new([(a_us, y + 0.14), (b_us, y + 0.86)], WHITE.stroke_width(1)),
+                        Rectangle::new([(us(a), y + 0.14), (us(b), y + 0.86)], colour.filled()),
+                        Rectangle::new([(us(a), y + 0.14), (us(b), y + 0.86)], WHITE.stroke_width(1)),
                     ])
                     .map_err(err)?;
-                let (p0, p1) = (chart.backend_coord(&(a_us, y)), chart.backend_coord(&(b_us, y)));
-                if p1.0 - p0.0 >= 16 {
-                    // White on the dark stage colours, black on the light ones.
-                    let ink = if row == 0 || row == 2 { WHITE } else { BLACK };
-                    let c = chart.backend_coord(&((a_us + b_us) / 2.0, y + 0.5));
-                    root.draw(&Text::new(
-                        step.to_string(),
-                        c,
-                        font(13.0).color(&ink).pos(Pos::new(HPos::Center, VPos::Center)),
-                    ))
+            }
+            // The step number on the widest piece.
+            let Some(&(a, b)) = pieces.iter().max_by_key(|(a, b)| (b - a, std::cmp::Reverse(*a))) else {
+                continue;
+            };
+            let (a_us, b_us) = (us(a), us(b));
+            let (p0, p1) = (chart.backend_coord(&(a_us, y)), chart.backend_coord(&(b_us, y)));
+            if p1.0 - p0.0 >= 16 {
+                let c = chart.backend_coord(&((a_us + b_us) / 2.0, y + 0.5));
+                root.draw(&Text::new(
+                    step.to_string(),
+                    c,
+                    font(13.0).color(&ink(colour)).pos(Pos::new(HPos::Center, VPos::Center)),
+                ))
+                .map_err(err)?;
+            }
+        }
+        if let Some(ri) = at(Row::Hbm) {
+            let y = row_y(ri);
+            chart
+                .draw_series(
+                    hbm_busy(rec).into_iter().map(|(a, b)| {
+                        Rectangle::new([(us(a), y + 0.14), (us(b), y + 0.86)], palette::HBM.colour.filled())
+                    }),
+                )
+                .map_err(err)?;
+        }
+        if let Some(ci) = at(Row::Critical) {
+            let yc = row_y(ci);
+            for (stage, task_row, a, b) in critical(rec) {
+                chart
+                    .draw_series([Rectangle::new(
+                        [(us(a), yc + 0.14), (us(b), yc + 0.86)],
+                        palette::STAGES[stage].colour.filled(),
+                    )])
                     .map_err(err)?;
+                if let Some(ri) = at(Row::Stage(task_row)) {
+                    let y = row_y(ri);
+                    chart
+                        .draw_series([Rectangle::new(
+                            [(us(a), y + 0.08), (us(b), y + 0.92)],
+                            palette::CRITICAL.stroke_width(2),
+                        )])
+                        .map_err(err)?;
                 }
             }
-            for f in &rec.flows {
-                let (Some(sa), Some(sb)) = (rec.spans.get(f.from.0), rec.spans.get(f.to.0)) else {
-                    continue;
-                };
-                let (ra, rb) = (
-                    ROWS.iter().position(|r| r.0 == sa.category),
-                    ROWS.iter().position(|r| r.0 == sb.category),
-                );
-                let (Some(ra), Some(rb), Some(ka), Some(kb)) = (ra, rb, step_of(sa), step_of(sb)) else {
-                    continue;
-                };
-                let (Some(&(_, ea)), Some(&(sb_start, _))) = (bars.get(&(ra, ka)), bars.get(&(rb, kb))) else {
-                    continue;
-                };
-                let from = chart.backend_coord(&(ea as f64 / 1e6, row_y(ra) + 0.5));
-                let to = chart.backend_coord(&(sb_start as f64 / 1e6, row_y(rb) + 0.5));
-                plot::arrow(root, from, to, ARROW)?;
-            }
+        }
+        for f in &rec.flows {
+            let (Some(sa), Some(sb)) = (rec.spans.get(f.from.0), rec.spans.get(f.to.0)) else {
+                continue;
+            };
+            let (Some(ra), Some(rb), Some(ka), Some(kb)) = (stage_row(sa), stage_row(sb), step_of(sa), step_of(sb))
+            else {
+                continue;
+            };
+            let ea = bars.get(&(ra, ka)).and_then(|v| v.last()).map(|x| x.1);
+            let sb_start = bars.get(&(rb, kb)).and_then(|v| v.first()).map(|x| x.0);
+            let (Some(ea), Some(sb_start)) = (ea, sb_start) else {
+                continue;
+            };
+            let (Some(ya), Some(yb)) = (at(Row::Stage(ra)), at(Row::Stage(rb))) else {
+                continue;
+            };
+            let from = chart.backend_coord(&(us(ea), row_y(ya) + 0.5));
+            let to = chart.backend_coord(&(us(sb_start), row_y(yb) + 0.5));
+            plot::arrow(root, from, to, palette::ARROW)?;
         }
         Ok(())
     }
@@ -316,20 +533,25 @@ impl Figure for Bars {
 /// The busy fraction of each unit (the report's utilisation figure).
 pub fn utilisation_figure(s: &RunSummary) -> Bars {
     let b = &s.busy_fraction;
+    // Each unit in the colour of the stage it runs (the Gantt chart's).
+    let c = |k: &str| palette::stage(k).map_or(PALETTE[6], |s| s.colour);
     let units = [
-        ("TensorCore", b.tc),
-        ("SparseCore", b.sc),
-        ("HBM", b.hbm),
-        ("ICI", b.ici),
-        ("host", b.host),
+        ("TensorCore", b.tc, c("tc_forward")),
+        ("SparseCore", b.sc, c("sc_forward")),
+        ("HBM", b.hbm, palette::HBM.colour),
+        ("ICI", b.ici, c("all_to_all")),
+        ("host", b.host, c("host")),
     ];
     Bars {
-        title: "Utilisation: busy share of the simulated time per unit".into(),
-        x_desc: "busy (% of simulated time)".into(),
+        title: format!(
+            "Utilisation: busy share of {} measured steady step{} per unit",
+            s.steady_steps,
+            if s.steady_steps == 1 { "" } else { "s" }
+        ),
+        x_desc: "busy (% of the measured steps' time)".into(),
         items: units
             .iter()
-            .enumerate()
-            .map(|(i, (n, v))| ((*n).to_string(), v * 100.0, format!("{:.1}%", v * 100.0), PALETTE[i]))
+            .map(|(n, v, colour)| ((*n).to_string(), v * 100.0, format!("{:.1}%", v * 100.0), *colour))
             .collect(),
         x_max: 100.0,
     }
@@ -642,11 +864,11 @@ mod tests {
         let mut ids = Vec::new();
         for step in 0..3i64 {
             let base = if pipelined { step as u64 * 60 } else { step as u64 * 100 };
-            for (k, (cat, thread)) in [
-                ("sc_fwd", "SC 0"),
-                ("tc_fwd", "TC"),
-                ("tc_bwd", "TC"),
-                ("sc_bwd", "SC 0"),
+            for (k, (cat, thread, stage)) in [
+                ("sc_fwd", "SC 0", "sc_forward"),
+                ("tc_fwd", "TC", "tc_forward"),
+                ("tc_bwd", "TC", "tc_backward"),
+                ("sc_bwd", "SC 0", "sc_backward"),
             ]
             .iter()
             .enumerate()
@@ -660,7 +882,10 @@ mod tests {
                     category: (*cat).into(),
                     start: SimTime((base + k as u64 * 25) * 1_000_000),
                     end: SimTime((base + k as u64 * 25 + 20) * 1_000_000),
-                    args: vec![("step".into(), ArgValue::Int(step))],
+                    args: vec![
+                        ("step".into(), ArgValue::Int(step)),
+                        (STAGE_ARG.into(), ArgValue::Text((*stage).into())),
+                    ],
                 });
                 ids.push((step, *cat, id));
             }
@@ -694,8 +919,8 @@ mod tests {
             "SparseCore backward (update)",
             "TensorCore forward",
             "TensorCore backward",
-            "stale gradients: SC backward of step i feeds SC forward of step i+2",
-            "numbers in bars: training step",
+            STALENESS,
+            "training step",
             "sequential: step time 100.0 µs",
             "pipelined: step time 60.0 µs",
             "simulated time (µs)",
@@ -703,7 +928,7 @@ mod tests {
             assert!(svg.contains(&format!("\n{text}\n")), "{text}");
         }
         // Each stage: 3 steps x 2 panels of bars, plus its legend box; the four colours differ.
-        for colour in ["#0072B2", "#56B4E9", "#D55E00", "#E69F00"] {
+        for colour in ["#0072B2", "#009E73", "#D55E00", "#E69F00"] {
             assert_eq!(rects(&svg, colour), 7, "{colour}");
         }
         // Bars are 20 us of 295 us on ~1000 px: wide enough for their step number, in each of the
@@ -756,7 +981,7 @@ mod tests {
         }
         let busy = std::fs::read_to_string(dir.join("busy.svg")).unwrap();
         for text in [
-            "busy (% of simulated time)",
+            "busy (% of the measured steps' time)",
             "TensorCore",
             "SparseCore",
             "HBM",

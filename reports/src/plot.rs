@@ -254,6 +254,8 @@ pub enum Swatch {
     Hollow(RGBColor, Marker),
     /// A dashed line.
     Dashed(RGBColor),
+    /// A hollow box (an outline drawn over bars).
+    Outline(RGBColor),
     /// An arrow.
     Arrow(RGBColor),
     /// A short text in a grey box (e.g. a step number).
@@ -346,6 +348,9 @@ impl Swatch {
                 Ok(())
             }
             Swatch::Arrow(c) => arrow(area, (x, y), (x + 18, y), c),
+            Swatch::Outline(c) => area
+                .draw(&Rectangle::new([(x, y - 6), (x + 18, y + 6)], c.stroke_width(2)))
+                .map_err(err),
             Swatch::Text(t) => {
                 area.draw(&Rectangle::new(
                     [(x, y - 8), (x + 18, y + 8)],

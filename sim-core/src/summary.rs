@@ -149,11 +149,41 @@ pub struct CriticalStage {
     pub us_per_step: f64,
 }
 
+/// What "stale" means for pipelined embeddings, the one definition every output uses (figures, the
+/// CLI, the lesson page, the report and the README): the schedule's gate, SparseCore forward of
+/// step i+2 waits for SparseCore backward of step i.
+pub const STALENESS: &str = "stale by two steps: gradients of step i reach the tables before step i+2's lookups";
+
+impl RunSummary {
+    /// The steps the figures are measured over, for people: "4 steady steps (4 warm-up steps
+    /// before and 4 drain steps after them were simulated too and count in no figure)".
+    pub fn window_text(&self) -> String {
+        let plural = |n: u64, what: &str| format!("{n} {what} step{}", if n == 1 { "" } else { "s" });
+        format!(
+            "{} ({} before and {} after them were simulated too and count in no figure)",
+            plural(self.steady_steps, "steady"),
+            plural(self.warmup_steps, "warm-up"),
+            plural(self.drain_steps, "drain")
+        )
+    }
+}
+
 /// Summary of a run (schema of `tpusim run --json`).
 #[derive(Clone, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct RunSummary {
     /// Steady-state step time (after warm-up), microseconds.
     pub step_time_us: f64,
+    /// Steps the step time, busy fractions, overlap, traffic and critical path are measured over:
+    /// the steps asked for, simulated after the warm-up steps.
+    #[serde(default)]
+    pub steady_steps: u64,
+    /// Steps simulated before the measured ones (filling the pipeline).
+    #[serde(default)]
+    pub warmup_steps: u64,
+    /// Steps simulated after the last one asked for, so the units stay at steady-state work until
+    /// the measured window closes; they count in no figure.
+    #[serde(default)]
+    pub drain_steps: u64,
     /// Training samples per second over all chips.
     pub samples_per_s: f64,
     /// Busy fraction per unit kind.

@@ -230,6 +230,40 @@ impl Chip {
     }
 }
 
+/// What a chip field's number counts, read from its name (`hbm_bytes_per_s`, `sc_spmem_bytes_per_sc`):
+/// how `tpusim chips` writes it for people.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FieldUnit {
+    /// Bytes per second (`..._bytes_per_s`, `..._bytes_per_s_per_link`).
+    BytesPerSecond,
+    /// A size in bytes (`..._bytes`, `..._bytes_per_sc`, `..._bytes_available`).
+    Bytes,
+    /// Floating-point operations per second (`..._flops`).
+    Flops,
+    /// Anything else: printed as it is.
+    Plain,
+}
+
+impl FieldUnit {
+    /// The unit of the field named `field`.
+    pub fn of(field: &str) -> FieldUnit {
+        if field.ends_with("_flops") {
+            return FieldUnit::Flops;
+        }
+        let words: Vec<&str> = field.split('_').collect();
+        let Some(i) = words.iter().rposition(|w| *w == "bytes") else {
+            return FieldUnit::Plain;
+        };
+        match &words[i + 1..] {
+            [] | ["available"] => FieldUnit::Bytes,
+            ["per", "s", ..] => FieldUnit::BytesPerSecond,
+            // A size held by each of some part: a SparseCore, a TensorCore, a tile.
+            ["per", "sc" | "tc" | "tile" | "chip"] => FieldUnit::Bytes,
+            _ => FieldUnit::Plain,
+        }
+    }
+}
+
 impl ChipSpec {
     /// Total SparseCore tiles per chip.
     pub fn sc_tiles_per_chip(&self) -> u32 {
@@ -286,5 +320,27 @@ mod tests {
         assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f, _)) if f == "hbm_gb"));
         assert!(Chip::preset("v9").is_err());
         assert_eq!(Chip::preset("TPU v5p").unwrap().spec.name, "v5p");
+    }
+}
+
+#[cfg(test)]
+mod field_unit_tests {
+    use super::FieldUnit;
+
+    #[test]
+    fn units_come_from_the_whole_field_name() {
+        // "bytes_per_sc" is a size per SparseCore, not a rate ("bytes_per_s" is a prefix of it).
+        assert_eq!(FieldUnit::of("sc_spmem_bytes_per_sc"), FieldUnit::Bytes);
+        assert_eq!(FieldUnit::of("hbm_bytes_per_s"), FieldUnit::BytesPerSecond);
+        assert_eq!(FieldUnit::of("ici_bytes_per_s_per_link"), FieldUnit::BytesPerSecond);
+        assert_eq!(
+            FieldUnit::of("host_init_bytes_per_s_per_thread"),
+            FieldUnit::BytesPerSecond
+        );
+        assert_eq!(FieldUnit::of("hbm_bytes"), FieldUnit::Bytes);
+        assert_eq!(FieldUnit::of("sc_tilespmem_bytes_available"), FieldUnit::Bytes);
+        assert_eq!(FieldUnit::of("sc_tile_dma_bytes_per_cycle_milli"), FieldUnit::Plain);
+        assert_eq!(FieldUnit::of("peak_bf16_flops"), FieldUnit::Flops);
+        assert_eq!(FieldUnit::of("sc_tiles_per_sc"), FieldUnit::Plain);
     }
 }

@@ -17,18 +17,16 @@ pub struct Args {
     pub json: bool,
 }
 
-/// A chip value in units a person reads, by its field's unit suffix (`--json` keeps the raw value).
+/// A chip value in units a person reads, by its field's unit (`--json` keeps the raw value).
 fn human(field: &str, v: &serde_json::Value) -> Option<String> {
     use sim_core::units::{bytes, bytes_per_s, rate};
+    use sim_tpu::chips::FieldUnit;
     let x = v.as_f64()?;
-    if field.contains("bytes_per_s") {
-        Some(bytes_per_s(x))
-    } else if field.ends_with("_flops") {
-        Some(rate(x, "FLOP/s"))
-    } else if (field.ends_with("_bytes") || field.contains("_bytes_per_")) && x >= 1024.0 {
-        Some(bytes(v.as_u64()?))
-    } else {
-        None
+    match FieldUnit::of(field) {
+        FieldUnit::BytesPerSecond => Some(bytes_per_s(x)),
+        FieldUnit::Flops => Some(rate(x, "FLOP/s")),
+        FieldUnit::Bytes if x >= 1024.0 => Some(bytes(v.as_u64()?)),
+        _ => None,
     }
 }
 

@@ -110,7 +110,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 sim_core::units::duration_us(pip.summary.step_time_us)
             );
             println!(
-                "            so step i+1 looks up tables that miss step i's update: gradients arrive two steps late."
+                "            so step i+1 looks up tables that miss step i's update: embeddings are {}.",
+                sim_core::summary::STALENESS
             );
             println!("picture: {} and {}", svg.display(), png.display());
             Ok(0)

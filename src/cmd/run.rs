@@ -149,6 +149,7 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
         println!("  DOES NOT FIT {}", f.text());
     }
     println!("  step time          {} (steady state)", duration_us(s.step_time_us));
+    println!("  measured over      {}", s.window_text());
     println!("  throughput         {}", rate(s.samples_per_s, "samples/s"));
     let b = &s.busy_fraction;
     println!(

@@ -115,9 +115,9 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
             sim_core::units::duration_us(s.step_time_us),
             sim_core::units::percent(s.overlap_fraction),
             if w.pipelining == Pipelining::Pipelined {
-                ", SparseCore sees gradients two steps stale"
+                format!(", embeddings {}", sim_core::summary::STALENESS)
             } else {
-                ""
+                String::new()
             }
         ),
     );

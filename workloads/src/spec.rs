@@ -26,7 +26,8 @@ pub enum WorkloadError {
 pub enum Pipelining {
     /// SC forward of step i+1 waits for SC backward of step i.
     Sequential,
-    /// SC forward of step i+1 waits only for SC backward of step i-1 (gradients two steps stale).
+    /// SC forward of step i+2 waits only for SC backward of step i (embeddings stale by two steps:
+    /// `sim_core::summary::STALENESS`).
     Pipelined,
 }
 

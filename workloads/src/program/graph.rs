@@ -81,6 +81,9 @@ impl Stage {
     }
 }
 
+/// The span argument holding a task's [`Stage::key`].
+pub const STAGE_ARG: &str = "stage";
+
 /// The units of the simulated chip.
 #[derive(Clone, Debug)]
 pub struct Units {
@@ -206,12 +209,29 @@ pub fn host_gate(prefetch: u32, i: usize) -> Option<usize> {
     i.checked_sub(prefetch.max(1) as usize)
 }
 
+/// The work simulated step `i` does when `warm` warm-up steps come before the `asked` ones: step
+/// `warm + k` does the asked step k's; a warm-up or drain step repeats an asked step's work (the
+/// one a period of repeating ids gives it, so the run keeps repeating), so the work and the limits
+/// it is checked against stay the asked steps' own.
+pub fn work_index(i: usize, warm: usize, asked: usize, period: Option<u32>) -> usize {
+    let k = i as i64 - warm as i64;
+    match period.map(|p| p.max(1) as i64) {
+        Some(p) if p <= asked as i64 => k.rem_euclid(p) as usize,
+        _ => k.rem_euclid(asked.max(1) as i64) as usize,
+    }
+}
+
 fn err(x: EngineError) -> WorkloadError {
     WorkloadError::Run(x.to_string())
 }
 
 impl StepGraph {
     fn task(&mut self, t: Task, stage: Option<Stage>, launch_ps: u64) -> TaskId {
+        // The stage names the span's row in the figures (`reports::palette`).
+        let t = match stage {
+            Some(st) => t.arg_value(STAGE_ARG, sim_core::recorder::ArgValue::Text(st.key().into())),
+            None => t,
+        };
         // Only occupied units queue (FIFO); bandwidth is shared, never waited for.
         let unit = match t.demand {
             sim_core::engine::Demand::Occupy { unit, .. } => Some(unit),
@@ -283,10 +303,17 @@ impl StepGraph {
     ) -> Result<TaskId, WorkloadError> {
         let latency_ps =
             (self.collective_launch_ns + self.hop_latency_ns.saturating_mul(t.latency_hops)).saturating_mul(1000);
+        // On a track of its own so figures and traces show the time it holds the step.
+        let track = sim_core::recorder::Track {
+            process: self.chip_process.clone(),
+            thread: "ICI latency".into(),
+        };
         let lat = self.task(
             Task::delay(SimTime(latency_ps))
                 .name(format!("{name} latency step {step}"))
-                .category("ici_latency"),
+                .category("ici_latency")
+                .arg("step", step as i64)
+                .on_track(track),
             Some(Stage::CollectiveLatency),
             0,
         );
@@ -495,7 +522,12 @@ fn emit(
     let do_collectives = chips > 1;
     let groups = p.serial_groups;
 
-    for (i, sw) in work.steps.iter().enumerate() {
+    let asked = work.steps.len();
+    let warm = super::measure::warmup_steps(w.host.prefetch);
+    for i in 0..warm + asked + super::measure::drain_steps(w.host.prefetch) {
+        let Some(sw) = work.steps.get(work_index(i, warm, asked, work.period)) else {
+            break;
+        };
         let step = i as i64;
         let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
         if w.xla_sparse_core_enable_id_bound_check {

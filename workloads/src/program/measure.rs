@@ -13,9 +13,11 @@ use super::resolve::Plan;
 /// What the run measured.
 #[derive(Debug)]
 pub struct Measured {
-    /// Per step: (SparseCore forward start, SparseCore backward end) in ps: when the step's lookups
-    /// began and its embedding updates landed.
+    /// Per measured step: (SparseCore forward start, SparseCore backward end) in ps: when the
+    /// step's lookups began and its embedding updates landed.
     pub step_times: Vec<(u64, u64)>,
+    /// Steps simulated: warm-up, measured and drain.
+    pub step_count: usize,
     /// Steady-state step time, ps.
     pub step_ps: u64,
     /// Busy fractions in the steady-state window.
@@ -24,18 +26,54 @@ pub struct Measured {
     pub sc_each: Vec<f64>,
     /// TensorCore and SparseCore both busy, fraction of the window.
     pub overlap: f64,
-    /// Critical path of the steady-state steps: time per stage per step, ps, largest first.
+    /// Critical path of the steady-state steps: time per stage per step, ps, largest first (the
+    /// sum of `critical_segments` per stage over `steady_steps`).
     pub critical_path: Vec<(Stage, u64)>,
+    /// The critical path's pieces inside the window, in time order.
+    pub critical_segments: Vec<Segment>,
+    /// Steps measured in the window (the steps asked for).
+    pub steady_steps: u64,
+    /// Warm-up steps before the window.
+    pub warmup_steps: u64,
     /// The steady-state window the fractions are measured in: (start, end), ps.
     pub window_ps: (u64, u64),
     /// Spans, flows and counters.
     pub recorder: Recorder,
 }
 
-/// Reads the run.
-pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
+/// One piece of the critical path: a task's time inside the window charged to a stage.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Segment {
+    /// What the time is charged to.
+    pub stage: Stage,
+    /// The stage of the task it lies in (a kernel's launch share lies in its kernel's stage).
+    pub task_stage: Stage,
+    /// Start, ps.
+    pub start: u64,
+    /// End, ps.
+    pub end: u64,
+}
+
+/// Steps simulated before the measured ones so the pipeline is full and the host's lead settled
+/// when the window opens: the host starts up to `prefetch` steps ahead, and a pipelined schedule
+/// settles into its two-step pattern after the first two steps.
+pub fn warmup_steps(prefetch: u32) -> usize {
+    prefetch.max(1) as usize + 2
+}
+
+/// Steps simulated after the last measured one so every unit is still at its steady-state work
+/// when the window closes: the host works up to `prefetch` steps ahead, and a pipelined
+/// SparseCore runs step i+2's lookups beside step i's updates.
+pub fn drain_steps(prefetch: u32) -> usize {
+    prefetch.max(1) as usize + 2
+}
+
+/// Reads the run: the graph's steps are warm-up steps, the `measured` steps asked for, then drain
+/// steps; the window runs from the end of the last warm-up step to the end of the last measured one.
+pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun, measured: usize) -> Measured {
     let spec = p.spec();
-    let n = g.steps.len();
+    let warm = warmup_steps(p.w.host.prefetch).min(g.steps.len().saturating_sub(1));
+    let n = (warm + measured.max(1)).min(g.steps.len().max(1));
     let end_of = |i: usize| {
         let s = &g.steps[i];
         run.end(s.sc_bwd_done)
@@ -43,7 +81,7 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
             .0
             .max(run.end(s.update_done).unwrap_or_default().0)
     };
-    let step_times: Vec<(u64, u64)> = (0..n)
+    let step_times: Vec<(u64, u64)> = (warm..n)
         .map(|i| {
             let s = &g.steps[i];
             (
@@ -52,8 +90,6 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
             )
         })
         .collect();
-    // Steady state: after warm-up steps.
-    let warm = if n > 2 { 2 } else { n.saturating_sub(1) };
     // A step ends when both its embedding updates and its dense update have landed.
     let (t0, t1) = if warm == 0 {
         (0, end_of(n - 1))
@@ -69,7 +105,8 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
     } else {
         last.sc_bwd_done
     };
-    let critical_path = critical_path(g, &run, final_task, window, steady_steps);
+    let critical_segments = critical_segments(g, &run, final_task, window);
+    let critical_path = per_stage(&critical_segments, steady_steps);
     let recorder = run.recorder;
     let span = (window.1 - window.0) as f64;
     let busy = |pred: &dyn Fn(&Span) -> bool| union_in(&recorder.spans, pred, window) as f64 / span;
@@ -102,15 +139,19 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun) -> Measured {
         sc_each,
         overlap: both as f64 / span,
         critical_path,
+        critical_segments,
+        step_count: g.steps.len(),
+        steady_steps,
+        warmup_steps: warm as u64,
         window_ps: window,
         recorder,
     }
 }
 
 /// Walks back from `last`: a task started when its last predecessor finished, or, on a FIFO unit,
-/// when the task before it there did. The time of every task on that chain inside `window` is
-/// charged to its stage; a kernel's launch share to kernel launches.
-fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64), steps: u64) -> Vec<(Stage, u64)> {
+/// when the task before it there did. Every task on that chain gives its time inside `window` to
+/// its stage, a kernel's launch share to kernel launches. Returned in time order.
+fn critical_segments(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64)) -> Vec<Segment> {
     // Tasks of each unit by end time, for queue waits.
     let mut by_unit: HashMap<ResourceId, Vec<(u64, TaskId)>> = HashMap::new();
     for (&t, info) in &g.info {
@@ -121,7 +162,7 @@ fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64
     for v in by_unit.values_mut() {
         v.sort_unstable();
     }
-    let mut total: BTreeMap<Stage, u64> = BTreeMap::new();
+    let mut out = Vec::new();
     let mut cur = last;
     // Each step back moves to a task that ends no later; the count bounds the walk.
     for _ in 0..g.engine.task_count() + 1 {
@@ -134,8 +175,18 @@ fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64
             let hi = e.min(window.1);
             if hi > lo {
                 let launch = info.launch_ps.min(hi - lo);
-                *total.entry(Stage::KernelLaunch).or_default() += launch;
-                *total.entry(info.stage).or_default() += hi - lo - launch;
+                let piece = |stage, start, end| Segment {
+                    stage,
+                    task_stage: info.stage,
+                    start,
+                    end,
+                };
+                if hi - lo > launch {
+                    out.push(piece(info.stage, lo + launch, hi));
+                }
+                if launch > 0 {
+                    out.push(piece(Stage::KernelLaunch, lo, lo + launch));
+                }
             }
         }
         if s <= window.0 {
@@ -162,6 +213,16 @@ fn critical_path(g: &StepGraph, run: &EngineRun, last: TaskId, window: (u64, u64
             Some(q) => cur = q,
             None => break,
         }
+    }
+    out.reverse();
+    out
+}
+
+/// Time per stage per step, ps, largest first: the segments summed per stage over `steps`.
+pub fn per_stage(segments: &[Segment], steps: u64) -> Vec<(Stage, u64)> {
+    let mut total: BTreeMap<Stage, u64> = BTreeMap::new();
+    for s in segments {
+        *total.entry(s.stage).or_default() += s.end - s.start;
     }
     let mut v: Vec<(Stage, u64)> = total.into_iter().map(|(k, t)| (k, t / steps.max(1))).collect();
     v.sort_by(|a, b| b.1.cmp(&a.1).then(a.0.cmp(&b.0)));

@@ -96,16 +96,17 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         .and_then(|(c, k)| c.take_graph(k));
     let graph = graph::rebuild(&plan, &work, &dense, old)?;
     let (run, extrapolated_steps) = run_engine(&graph, work.period, opts.simulate_every_step)?;
-    let mut measured = measure::measure(&plan, &graph, run);
+    let mut measured = measure::measure(&plan, &graph, run, w.steps as usize);
     add_tc_phase_spans(&mut measured.recorder, &dense, plan.model.clock_hz as u64);
     if opts.record {
         add_sc_tile_spans(&mut measured.recorder, &graph, &plan.sc);
     }
     add_window_span(&graph, plan.spec().hbm_bytes_per_s, &mut measured);
+    add_critical_spans(&graph, &mut measured);
     if let (Some(c), Some(k)) = (&opts.cache, shape) {
         c.keep_graph(k, graph);
     }
-    add_staleness_flows(&mut measured.recorder, w);
+    add_staleness_flows(&mut measured.recorder, w, measured.step_count);
     let limits = limits::check(&plan, &work);
     let mem = memory::size(&plan, &work, &dense, &limits);
     let reasons = advice::fit_reasons(&plan, &mem, &limits.stacks, &work);
@@ -113,9 +114,10 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let spec = plan.spec();
     let steps = w.steps as u64;
 
-    // HBM traffic of one step (the first): SparseCore passes and TensorCore kernels.
+    // HBM traffic per step, the mean of the measured steps: SparseCore passes and TensorCore kernels.
     let (mut hbm_bytes, mut hbm_pad) = (0u64, 0u64);
-    if let Some(sw) = work.steps.first() {
+    let counted = work.steps.len().max(1) as u64;
+    for sw in &work.steps {
         for s in 0..spec.sparsecores_per_chip as usize {
             for (k, st) in plan.stacks.iter().enumerate() {
                 let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
@@ -126,6 +128,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             }
         }
     }
+    (hbm_bytes, hbm_pad) = (hbm_bytes / counted, hbm_pad / counted);
     for k in dense.kernels() {
         hbm_bytes += k.hbm_bytes;
         hbm_pad += k.hbm_bytes - k.hbm_unpadded.min(k.hbm_bytes);
@@ -133,6 +136,9 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let step_s = measured.step_ps as f64 / 1e12;
     let summary = RunSummary {
         step_time_us: measured.step_ps as f64 / 1e6,
+        steady_steps: measured.steady_steps,
+        warmup_steps: measured.warmup_steps,
+        drain_steps: measure::drain_steps(w.host.prefetch) as u64,
         samples_per_s: if step_s > 0.0 {
             w.global_batch as f64 / step_s
         } else {
@@ -490,6 +496,33 @@ fn add_window_span(graph: &graph::StepGraph, hbm_bytes_per_s: u64, m: &mut measu
     });
 }
 
+/// The thread holding the critical path in the trace and the figures.
+pub const CRITICAL_THREAD: &str = "critical path";
+
+/// The critical path of the measured window as spans on their own thread, one per segment: named
+/// by what the time is charged to, with the stage (`stage`) and the stage of the task it lies in
+/// (`row`, where a figure draws it). The bottleneck sentence's figures are these spans summed per
+/// stage over the steady steps.
+fn add_critical_spans(graph: &graph::StepGraph, m: &mut measure::Measured) {
+    for seg in &m.critical_segments {
+        m.recorder.span(Span {
+            track: sim_core::recorder::Track {
+                process: graph.chip_process.clone(),
+                thread: CRITICAL_THREAD.to_string(),
+            },
+            name: seg.stage.describe().to_string(),
+            category: "critical".into(),
+            start: sim_core::time::SimTime(seg.start),
+            end: sim_core::time::SimTime(seg.end),
+            args: vec![
+                (graph::STAGE_ARG.to_string(), ArgValue::Text(seg.stage.key().into())),
+                ("row".to_string(), ArgValue::Text(seg.task_stage.key().into())),
+                ("steady_steps".to_string(), ArgValue::Int(m.steady_steps as i64)),
+            ],
+        });
+    }
+}
+
 fn arg_step(s: &Span) -> Option<i64> {
     s.args
         .iter()
@@ -498,7 +531,7 @@ fn arg_step(s: &Span) -> Option<i64> {
 }
 
 /// Flow arrows: in pipelined mode, SC backward of step i feeds SC forward of step i+2.
-fn add_staleness_flows(rec: &mut Recorder, w: &Workload) {
+fn add_staleness_flows(rec: &mut Recorder, w: &Workload, steps: usize) {
     if w.pipelining != Pipelining::Pipelined {
         return;
     }
@@ -514,12 +547,12 @@ fn add_staleness_flows(rec: &mut Recorder, w: &Workload) {
             first.entry((forward, step)).or_insert(k);
         }
     }
-    for i in 0..w.steps as i64 - 2 {
+    for i in 0..steps as i64 - 2 {
         if let (Some(&a), Some(&b)) = (first.get(&(false, i)), first.get(&(true, i + 2))) {
             rec.flow(
                 sim_core::recorder::SpanId(a),
                 sim_core::recorder::SpanId(b),
-                "stale gradients (step i -> i+2)",
+                sim_core::summary::STALENESS,
             );
         }
     }
