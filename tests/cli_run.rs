@@ -320,3 +320,197 @@ fn readme_whole_step_and_sensitivity() {
     assert_eq!(code, 2, "{err}");
     assert!(err.contains("nope"), "{err}");
 }
+
+/// `run --json` of dlrm-small with extra arguments: (exit code, summary).
+fn small_json(extra: &[&str]) -> (i32, serde_json::Value) {
+    let mut args = vec!["run", "--preset", "dlrm-small", "--json"];
+    args.extend_from_slice(extra);
+    let (code, out, err) = tpusim(&args);
+    assert!(code == 0 || code == 1, "{code}: {err}");
+    (code, serde_json::from_str(&out).unwrap())
+}
+
+#[test]
+fn limits_follow_their_tables_when_stacking_regroups_them() {
+    // Written for the stack dlrm-small's 8 tables make at 1,024 samples per chip. On one chip at
+    // 32,768 samples a table's activations fill a stack alone (64 wide x 8,192 samples per
+    // SparseCore x 4 B = 2 MiB), so every table is a stack of its own: each keeps the file's limits.
+    let d = tmp("limits-follow");
+    let file = d.join("limits.json");
+    std::fs::write(
+        &file,
+        r#"{"stacks": {"t0_t1_t2_t3_t4_t5_t6_t7": {"max_ids_per_partition": 30000, "max_unique_ids_per_partition": 20000}}}"#,
+    )
+    .unwrap();
+    let set_file = format!("limits.file={}", file.display());
+    let split = [
+        "--chips",
+        "1",
+        "--batch",
+        "32768",
+        "--steps",
+        "1",
+        "--set",
+        set_file.as_str(),
+    ];
+    let (_, v) = small_json(&split);
+    let stacks = v["limits"].as_array().unwrap();
+    let names: Vec<&str> = stacks.iter().map(|s| s["stack"].as_str().unwrap()).collect();
+    assert_eq!(names, ["t0", "t1", "t2", "t3", "t4", "t5", "t6", "t7"]);
+    for s in stacks {
+        assert_eq!(
+            (
+                s["max_ids_per_partition"].as_u64(),
+                s["max_unique_ids_per_partition"].as_u64()
+            ),
+            (Some(30000), Some(20000)),
+            "{s}"
+        );
+        assert_eq!(
+            s["limits_from"],
+            serde_json::json!([{"origin": "file", "key": "t0_t1_t2_t3_t4_t5_t6_t7"}])
+        );
+    }
+    // `--set limits.stacks.KEY...` wins over the file for the tables it names; the field it leaves
+    // out is the workload-wide value (512 in dlrm-small).
+    let mut with_set = split.to_vec();
+    with_set.extend(["--set", "limits.stacks.t3.max_ids_per_partition=1000"]);
+    let (_, v) = small_json(&with_set);
+    let t3 = &v["limits"][3];
+    assert_eq!(
+        (
+            t3["max_ids_per_partition"].as_u64(),
+            t3["max_unique_ids_per_partition"].as_u64()
+        ),
+        (Some(1000), Some(512))
+    );
+    assert_eq!(
+        t3["limits_from"],
+        serde_json::json!([{"origin": "workload", "key": "t3"}])
+    );
+    // Named by nothing: the default, and said so.
+    let (_, v) = small_json(&["--steps", "1"]);
+    assert_eq!(
+        v["limits"][0]["limits_from"],
+        serde_json::json!([{"origin": "default"}])
+    );
+    assert_eq!(v["limits"][0]["max_ids_per_partition"], 512);
+    // A key naming no table is refused (exit 2), naming the key.
+    let (code, _, err) = tpusim(&[
+        "run",
+        "--preset",
+        "dlrm-small",
+        "--set",
+        "limits.stacks.t9.max_ids_per_partition=64",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("limits.stacks.t9: names no table"), "{err}");
+}
+
+#[test]
+fn run_names_every_limit_to_raise_and_one_round_of_them_fits() {
+    // Unstacked tables, limits of 64 ids and no minibatching: every table's hot partitions are over
+    // its limits in some of the 3 steps.
+    let base = [
+        "--batch",
+        "16384",
+        "--steps",
+        "3",
+        "--set",
+        "disable_table_stacking=true",
+        "--set",
+        "limits.enable_minibatching=false",
+        "--set",
+        "limits.max_ids_per_partition=64",
+        "--set",
+        "limits.max_unique_ids_per_partition=64",
+    ];
+    let (code, v) = small_json(&base);
+    assert_eq!(code, 1);
+    let stacks = v["limits"].as_array().unwrap();
+    // Dropping is off: an overflow aborts, nothing is reported as dropped.
+    assert!(stacks.iter().all(|s| s["runtime"] != "drops_ids"), "{stacks:?}");
+    let aborting: Vec<&serde_json::Value> = stacks.iter().filter(|s| s["runtime"] == "would_abort").collect();
+    assert!(aborting.len() >= 2, "{stacks:?}");
+    let needed = v["limits_needed"].as_array().unwrap();
+    for s in &aborting {
+        // The limit each needs is the run's largest observation, the number the JSON has.
+        for (limit, observed, current) in [
+            ("max_ids_per_partition", "observed_max_ids", "max_ids_per_partition"),
+            (
+                "max_unique_ids_per_partition",
+                "observed_max_unique_ids",
+                "max_unique_ids_per_partition",
+            ),
+        ] {
+            if s[observed].as_u64() <= s[current].as_u64() {
+                continue;
+            }
+            let n = needed
+                .iter()
+                .find(|n| n["stack"] == s["stack"] && n["limit"] == limit)
+                .unwrap_or_else(|| panic!("{limit} of {s}: {needed:?}"));
+            assert_eq!(n["needed"], s[observed], "{n}");
+        }
+        assert!(
+            s["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs max_ids_per_partition >= "),
+            "{s}"
+        );
+    }
+    // The human output lists every one.
+    let mut human = vec!["run", "--preset", "dlrm-small"];
+    human.extend_from_slice(&base);
+    let (_, out, _) = tpusim(&human);
+    for n in needed {
+        assert!(out.contains(n["set"].as_str().unwrap()), "{n}\n{out}");
+    }
+    // Applied once, together: it fits.
+    let sets: Vec<String> = needed.iter().map(|n| n["set"].as_str().unwrap().to_string()).collect();
+    let mut again: Vec<&str> = base.to_vec();
+    for s in &sets {
+        again.extend(["--set", s.as_str()]);
+    }
+    let (code, v) = small_json(&again);
+    assert_eq!(
+        (code, &v["fits"]),
+        (0, &serde_json::json!(true)),
+        "{}",
+        v["fit_reasons"]
+    );
+    assert!(v.get("limits_needed").is_none());
+}
+
+#[test]
+fn presets_follow_the_chip() {
+    // dlrm-criteo is 64 v4 chips (a 4x4x4 3D torus); v6e has a 2D torus: 64 of them are 8x8.
+    let (code, out, err) = tpusim(&[
+        "run",
+        "--preset",
+        "dlrm-criteo",
+        "--chip",
+        "v6e",
+        "--steps",
+        "1",
+        "--json",
+    ]);
+    assert!(code == 0 || code == 1, "{err}");
+    let v: serde_json::Value = serde_json::from_str(&out).unwrap();
+    assert!(v["slice"].as_str().unwrap().starts_with("8x8"), "{}", v["slice"]);
+    // An explicit shape the chip cannot have: exit 2, naming the shapes it can.
+    let (code, _, err) = tpusim(&[
+        "run",
+        "--preset",
+        "dlrm-criteo",
+        "--chip",
+        "v6e",
+        "--set",
+        "topology=4x4x4",
+        "--steps",
+        "1",
+    ]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("1x64, 2x32, 4x16, 8x8"), "{err}");
+}

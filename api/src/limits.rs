@@ -12,9 +12,10 @@ use sim_sparsecore::limits::estimate::{
 use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, FdoStats};
 use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
 use sim_sparsecore::limits::{
-    compile_check as check, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams, StackLimit,
+    compile_check as check, stack_compile_case, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams,
+    StackLimit,
 };
-use sim_sparsecore::preprocess::{build_stacks, BatchIds, PreprocessSpec, Stack};
+use sim_sparsecore::preprocess::{build_stacks, BatchIds, PreprocessSpec};
 use sim_tpu::chips::{Chip, ChipSpec};
 
 /// The SparseCore facts of a chip the compile-time verdict needs.
@@ -403,12 +404,6 @@ fn validate_inner(
         }
     }
     let suggested = suggest_limits(&spec, &stats, opts);
-    let devices_batch = |s: &Stack| -> u64 {
-        s.features
-            .iter()
-            .map(|f| spec.features[f.feature].input_shape[0] / spec.local_device_count as u64)
-            .sum()
-    };
     let mut rows = Vec::new();
     let mut failed = runtime_fail;
     // The one HBM sizing `tpusim run` uses: every chip holds 1/chips of each table (rows padded to the
@@ -422,15 +417,8 @@ fn validate_inner(
     let sizing = sparsecore_hbm(&hbm_inputs, chips, chip.sc_dma_granule_bytes, 0);
     let hbm_total = sizing.total_bytes();
     for (si, s) in stacks.iter().enumerate() {
-        let case = |kind| CompileCase {
-            kind,
-            // Each device holds its shard of the stack.
-            vocab: s.stack_vocab_size.div_ceil(spec.global_device_count as u64),
-            dim: s.stack_embedding_dim,
-            batch: devices_batch(s),
-            max_ids: s.max_ids_per_partition as u64,
-            max_unique: s.max_unique_ids_per_partition as u64,
-        };
+        // The case `tpusim run` checks too: a feature's rows are split between the host's devices.
+        let case = |kind| stack_compile_case(&spec, s, spec.local_device_count, kind);
         let fwd = check(&case(ProgramKind::Fwd), &params);
         let bwd = check(&case(ProgramKind::GradSgd), &params);
         failed |= !fwd.compiles || !bwd.compiles;

@@ -76,6 +76,85 @@ pub struct StackVerdict {
     pub observed_max_ids: u64,
     /// Largest observed unique ids in a partition over the run.
     pub observed_max_unique_ids: u64,
+    /// Where the limits in force came from: the keys (a table, or a stack named by its tables) of a
+    /// limits file, an FDO directory or the workload's `limits.stacks` that cover the stack's
+    /// tables, or the workload-wide default.
+    #[serde(default)]
+    pub limits_from: Vec<LimitsFrom>,
+}
+
+/// Where a stack's limits come from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitsOrigin {
+    /// The workload-wide `limits.max_ids_per_partition` / `max_unique_ids_per_partition` (256 when unset).
+    #[default]
+    Default,
+    /// The workload's `limits.stacks` (in its file or from `--set limits.stacks.KEY.FIELD=N`).
+    Workload,
+    /// A limits file (`limits.file`, as `tpusim limits estimate -o` writes).
+    File,
+    /// A directory of jax-tpu-embedding FDO stats (`limits.file` naming a directory).
+    Fdo,
+}
+
+/// One source of a stack's limits: an origin and, unless it is the default, the key there.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitsFrom {
+    /// Where.
+    pub origin: LimitsOrigin,
+    /// The key (a table name, or a stack name: its tables joined by `_`); none for the default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub key: Option<String>,
+}
+
+/// A run-time limit by name.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash, Serialize, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum LimitName {
+    /// A stack's max_ids_per_partition.
+    MaxIdsPerPartition,
+    /// A stack's max_unique_ids_per_partition.
+    MaxUniqueIdsPerPartition,
+    /// The workload's max_ids_per_chip_per_sample (the static CSR buffer).
+    MaxIdsPerChipPerSample,
+    /// A table's max_ids_per_table.
+    MaxIdsPerTable,
+    /// A table's max_unique_ids_per_table.
+    MaxUniqueIdsPerTable,
+}
+
+impl LimitName {
+    /// The field's name in a workload's `limits`.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            LimitName::MaxIdsPerPartition => "max_ids_per_partition",
+            LimitName::MaxUniqueIdsPerPartition => "max_unique_ids_per_partition",
+            LimitName::MaxIdsPerChipPerSample => "max_ids_per_chip_per_sample",
+            LimitName::MaxIdsPerTable => "max_ids_per_table",
+            LimitName::MaxUniqueIdsPerTable => "max_unique_ids_per_table",
+        }
+    }
+}
+
+/// A limit a run needs raised so that no step of it aborts: the largest the run observed.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct LimitNeed {
+    /// Which limit.
+    pub limit: LimitName,
+    /// The stack it belongs to (per-partition limits), or the key it is set under in `limits.stacks`.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub stack: Option<String>,
+    /// The table (per-table limits).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub table: Option<String>,
+    /// The value in force.
+    pub current: u64,
+    /// The value the whole run needs (the stack's `observed_max_ids` / `observed_max_unique_ids`,
+    /// or the largest per-table or per-sample count over the run).
+    pub needed: u64,
+    /// The `--set KEY=VALUE` that applies it.
+    pub set: String,
 }
 
 /// Why a run does not fit.
@@ -215,6 +294,10 @@ pub struct RunSummary {
     pub minibatches_per_step: u64,
     /// Ids dropped per step (sum over stacks).
     pub dropped_ids_per_step: u64,
+    /// Every limit some step would abort on, with what the whole run needs: applied together (the
+    /// `set` of each), no step aborts. Empty (and left out) when nothing aborts.
+    #[serde(skip_serializing_if = "Vec::is_empty", default)]
+    pub limits_needed: Vec<LimitNeed>,
     /// Loss per step (functional mode only).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub loss: Vec<f64>,

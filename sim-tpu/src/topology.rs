@@ -110,6 +110,42 @@ fn default_dims(dims: usize, chips: u64) -> Option<Vec<u32>> {
     }
 }
 
+fn join_dims(d: &[u32]) -> String {
+    d.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x")
+}
+
+/// Every shape of `chips` chips on a `dims`-dimensional torus, sizes in non-decreasing order (any
+/// order of them is the same shape turned), at most 16 of them.
+pub fn valid_shapes(dims: usize, chips: u64) -> Vec<String> {
+    fn go(dims: usize, chips: u64, min: u64, acc: &mut Vec<u64>, out: &mut Vec<String>) {
+        if out.len() >= 16 {
+            return;
+        }
+        if dims == 1 {
+            if chips >= min && chips <= u32::MAX as u64 {
+                acc.push(chips);
+                out.push(acc.iter().map(|x| x.to_string()).collect::<Vec<_>>().join("x"));
+                acc.pop();
+            }
+            return;
+        }
+        let mut d = min.max(1);
+        while d.saturating_pow(dims as u32) <= chips {
+            if chips.is_multiple_of(d) {
+                acc.push(d);
+                go(dims - 1, chips / d, d, acc, out);
+                acc.pop();
+            }
+            d += 1;
+        }
+    }
+    let mut out = Vec::new();
+    if chips > 0 && dims > 0 {
+        go(dims, chips, 1, &mut Vec::new(), &mut out);
+    }
+    out
+}
+
 fn example(dims: usize) -> String {
     if dims == 3 { "4x4x8" } else { "8x16" }.to_string()
 }
@@ -121,11 +157,13 @@ impl SliceShape {
         let n = torus_dims(chip);
         let dims = match text {
             Some(t) => {
+                // The example is this chip count's default shape where there is one.
+                let example = default_dims(n, chips).map_or_else(|| example(n), |d| join_dims(&d));
                 let bad = |why: &str| TopologyError::Malformed {
                     text: t.to_string(),
                     why: why.to_string(),
                     dims: n,
-                    example: example(n),
+                    example: example.clone(),
                 };
                 let dims: Vec<u32> = t
                     .split('x')
@@ -134,9 +172,11 @@ impl SliceShape {
                     .ok_or_else(|| bad("every dimension must be a positive integer"))?;
                 if dims.len() != n {
                     return Err(bad(&format!(
-                        "{} has a {n}D torus, this has {} dimensions",
+                        "{} has a {n}D torus, this has {} dimensions; the shapes of {chips} {} chips are {} (in any order; without `topology`, the default {example})",
                         chip.name,
-                        dims.len()
+                        dims.len(),
+                        chip.name,
+                        valid_shapes(n, chips).join(", ")
                     )));
                 }
                 let product = dims.iter().try_fold(1u64, |p, &d| p.checked_mul(d as u64));
@@ -348,8 +388,20 @@ mod tests {
             Err(TopologyError::Mismatch { product: 128, .. })
         ));
         let e = SliceShape::for_chip(&v4(), 64, Some("8x8")).unwrap_err().to_string();
-        assert!(e.contains("3D torus") && e.contains("4x4x8"), "{e}");
+        assert!(e.contains("3D torus") && e.contains("4x4x4"), "{e}");
         let v6e = Chip::preset("v6e").unwrap().spec;
+        // A 3D shape on v6e's 2D torus names every shape 64 chips can take there, by hand:
+        // 64 = 1 x 64 = 2 x 32 = 4 x 16 = 8 x 8.
+        let e = SliceShape::for_chip(&v6e, 64, Some("4x4x4")).unwrap_err().to_string();
+        assert!(
+            e.contains(
+                "v6e has a 2D torus, this has 3 dimensions; the shapes of 64 v6e chips are 1x64, 2x32, 4x16, 8x8"
+            ),
+            "{e}"
+        );
+        assert!(e.contains("the default 8x8"), "{e}");
+        // 64 on a 3D torus: 1x1x64, 1x2x32, 1x4x16, 1x8x8, 2x2x16, 2x4x8, 4x4x4.
+        assert_eq!(valid_shapes(3, 64).len(), 7);
         let p = SliceShape::for_chip(&v6e, 256, None).unwrap();
         assert_eq!(p.wraparound, vec![true, true]);
         assert_eq!(

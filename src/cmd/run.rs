@@ -196,6 +196,20 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
         }
     }
+    // Every limit any step aborts on, with what the whole run needs: one round of changes fits.
+    if !s.limits_needed.is_empty() {
+        println!("  to fit, raise all of these (what the whole run needs):");
+        for n in &s.limits_needed {
+            let of = n.stack.as_deref().or(n.table.as_deref()).unwrap_or("workload");
+            println!(
+                "    {of}: {} {} -> {}   --set {}",
+                n.limit.as_str(),
+                n.current,
+                n.needed,
+                n.set
+            );
+        }
+    }
     if !s.loss.is_empty() {
         println!(
             "  loss               {:.4} -> {:.4}",

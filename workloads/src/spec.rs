@@ -240,6 +240,23 @@ pub struct LimitsDef {
     /// Minibatching along the vocabulary (default, what jax-tpu-embedding does) or along samples.
     #[serde(default)]
     pub minibatching_dimension: MinibatchDimension,
+    /// Per-stack limits keyed by a table or a stack named by its tables (`t0_t1`), whatever stacking
+    /// makes of them at this batch (`sim_sparsecore::limits::resolve`); over the limits file's and
+    /// the defaults (`--set limits.stacks.t0_t1.max_ids_per_partition=880`).
+    #[serde(default, skip_serializing_if = "BTreeMap::is_empty")]
+    pub stacks: BTreeMap<String, StackLimitDef>,
+}
+
+/// One key's limits in a workload's `limits.stacks`; a field left out takes the workload-wide value.
+#[derive(Clone, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct StackLimitDef {
+    /// max_ids_per_partition.
+    #[serde(default)]
+    pub max_ids_per_partition: Option<u32>,
+    /// max_unique_ids_per_partition.
+    #[serde(default)]
+    pub max_unique_ids_per_partition: Option<u32>,
 }
 
 impl Default for LimitsDef {
@@ -254,6 +271,7 @@ impl Default for LimitsDef {
             max_ids_per_table: BTreeMap::new(),
             max_unique_ids_per_table: BTreeMap::new(),
             minibatching_dimension: MinibatchDimension::Vocabulary,
+            stacks: BTreeMap::new(),
         }
     }
 }
@@ -600,6 +618,19 @@ impl Workload {
                 }
                 if *v == 0 {
                     return bad(format!("limits.{k}.{t} must be at least 1"));
+                }
+            }
+        }
+        for (k, l) in &self.limits.stacks {
+            for (field, v) in [
+                ("max_ids_per_partition", l.max_ids_per_partition),
+                ("max_unique_ids_per_partition", l.max_unique_ids_per_partition),
+            ] {
+                if let Some(v) = v.filter(|&v| v == 0 || v > i32::MAX as u32) {
+                    return bad(format!(
+                        "limits.stacks.{k}.{field} = {v}: must be in 1..={} (an int32 in jax-tpu-embedding)",
+                        i32::MAX
+                    ));
                 }
             }
         }

@@ -152,9 +152,10 @@ fn stack_step(o: &StackOutput) -> StackStep {
     }
 }
 
-fn classify(s: &mut StackStep) {
-    // A verdict set on the way (an abort, drops) stays unless this one is worse.
-    let counted = if s.dropped > 0 {
+fn classify(s: &mut StackStep, allow_dropping: bool) {
+    // A verdict set on the way (an abort, drops) stays unless this one is worse. Ids over a limit
+    // with dropping off are an abort (set on the way), never drops.
+    let counted = if s.dropped > 0 && allow_dropping {
         RuntimeVerdict::DropsIds
     } else if s.minibatches > 1 {
         RuntimeVerdict::Minibatching
@@ -169,6 +170,9 @@ fn classify(s: &mut StackStep) {
 fn vocabulary_step(spec: &PreprocessSpec, batch: &BatchIds) -> Result<Vec<(String, StackStep)>, WorkloadError> {
     let (o, exceeded) =
         preprocess_or_drop(spec, batch, Options { stats_only: true }).map_err(|e| WorkloadError::Run(e.to_string()))?;
+    // The library stops at the first stack over a limit; the dropping run shows every other stack
+    // that is over one too (it drops ids), and each of those would abort as well.
+    let stacks = sim_sparsecore::preprocess::build_stacks(spec);
     Ok(o.stacks
         .iter()
         .map(|(n, s)| {
@@ -176,8 +180,18 @@ fn vocabulary_step(spec: &PreprocessSpec, batch: &BatchIds) -> Result<Vec<(Strin
             if let Some(e) = exceeded.as_ref().filter(|e| e.stack == *n) {
                 st.runtime = RuntimeVerdict::WouldAbort;
                 st.message = e.to_string();
+            } else if exceeded.is_some() && st.dropped > 0 && !spec.allow_id_dropping {
+                let (ids, unique) = stacks
+                    .iter()
+                    .find(|d| &d.name == n)
+                    .map_or((0, 0), |d| (d.max_ids_per_partition, d.max_unique_ids_per_partition));
+                st.runtime = RuntimeVerdict::WouldAbort;
+                st.message = format!(
+                    "Observed up to {} ids and {} unique ids per partition for table: {n}, over the set max ids per partition {ids} or max unique ids per partition {unique} ({} ids over them).",
+                    st.observed_max_ids, st.observed_max_unique, st.dropped
+                );
             }
-            classify(&mut st);
+            classify(&mut st, spec.allow_id_dropping);
             (n.clone(), st)
         })
         .collect())
@@ -251,7 +265,7 @@ fn sample_step(
                         st.dropped
                     );
                 }
-                classify(&mut st);
+                classify(&mut st, allow_dropping);
                 resolved.insert(n, st);
             }
         }

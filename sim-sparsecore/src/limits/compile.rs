@@ -169,6 +169,36 @@ pub struct CompileCase {
     pub max_unique: u64,
 }
 
+/// The case a stack of a spec compiles as on one device, the one sizing `tpusim run` and `tpusim
+/// limits validate` share: its shard of the stacked vocabulary, its width, its limits, and its
+/// samples on one device. The stack's features are concatenated along the samples, so those are the
+/// sum over its features of each one's per-device batch: the feature's rows (`input_shape[0]`)
+/// over the `devices` they are split between (a SPEC.json's `local_device_count`; a simulated
+/// chip's compiler devices).
+pub fn stack_compile_case(
+    spec: &crate::preprocess::PreprocessSpec,
+    stack: &crate::preprocess::Stack,
+    devices: u32,
+    kind: ProgramKind,
+) -> CompileCase {
+    let devices = u64::from(devices.max(1));
+    CompileCase {
+        kind,
+        vocab: stack
+            .stack_vocab_size
+            .div_ceil(u64::from(spec.global_device_count.max(1))),
+        dim: stack.stack_embedding_dim,
+        batch: stack
+            .features
+            .iter()
+            .filter_map(|f| spec.features.get(f.feature))
+            .map(|f| f.input_shape.first().copied().unwrap_or(0) / devices)
+            .sum(),
+        max_ids: u64::from(stack.max_ids_per_partition),
+        max_unique: u64::from(stack.max_unique_ids_per_partition),
+    }
+}
+
 /// Why a configuration does or does not compile.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]

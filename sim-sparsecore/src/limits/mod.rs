@@ -5,8 +5,11 @@
 pub mod compile;
 pub mod files;
 pub mod hbm;
+pub mod resolve;
 
-pub use compile::{compile_check, CompileCase, CompileVerdict, ProgramKind, ScCompileParams, VerdictClass};
+pub use compile::{
+    compile_check, stack_compile_case, CompileCase, CompileVerdict, ProgramKind, ScCompileParams, VerdictClass,
+};
 pub mod estimate;
 
 pub use files::{FdoStack, FdoStats, LimitsFile, StackLimit};

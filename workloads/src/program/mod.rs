@@ -169,6 +169,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             .max()
             .unwrap_or(1) as u64,
         dropped_ids_per_step: work.steps.iter().map(|s| s.dropped).sum::<u64>() / steps.max(1),
+        limits_needed: limits.needed.clone(),
         loss: Vec::new(),
     };
 

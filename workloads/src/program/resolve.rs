@@ -1,5 +1,10 @@
 //! Stage 1: the workload, the chip and its parameters resolved into a validated plan.
 
+use std::collections::BTreeMap;
+
+use sim_core::summary::{LimitsFrom, LimitsOrigin};
+use sim_sparsecore::limits::resolve::ResolvedLimits;
+use sim_sparsecore::limits::StackLimit;
 use sim_sparsecore::model::{Optimizer, ScParams};
 use sim_sparsecore::preprocess::{PreprocessSpec, Stack};
 use sim_tpu::chips::{Chip, ChipSpec};
@@ -57,6 +62,8 @@ pub struct Plan {
     pub devices_per_chip: u32,
     /// Serialised table groups (SparseCore passes with a barrier between them).
     pub serial_groups: u64,
+    /// Per stack name: where its limits came from.
+    pub limits_from: BTreeMap<String, Vec<LimitsFrom>>,
 }
 
 impl Plan {
@@ -124,17 +131,9 @@ pub fn resolve(w: &Workload, chip_overrides: Option<&serde_json::Value>) -> Resu
     let devices_per_chip = (spec.sparsecores_per_chip / sc_per_device).max(1);
     let mut pspec = preprocess_spec(&sc_w, sc_per_device);
     pspec.global_device_count = w.chips * devices_per_chip;
-    if let Some(path) = &w.limits.file {
-        let limits = if path.is_dir() {
-            sim_sparsecore::limits::files::limits_from_fdo(
-                &sim_sparsecore::limits::files::load_fdo_dir(path).map_err(spec_err)?,
-                sc_per_device as u64,
-            )
-        } else {
-            sim_sparsecore::limits::LimitsFile::read(path).map_err(spec_err)?.stacks
-        };
-        pspec = sim_sparsecore::limits::estimate::apply_limits(&pspec, &limits);
-    }
+    let resolved = resolve_stack_limits(&sc_w, w, &pspec, sc_per_device)?;
+    pspec = resolved.spec;
+    let limits_from = resolved.sources;
     if !sc_w.tables.is_empty() && !pspec.num_scs().is_power_of_two() {
         return Err(WorkloadError::Spec("chips x SparseCores must be a power of two".into()));
     }
@@ -187,5 +186,92 @@ pub fn resolve(w: &Workload, chip_overrides: Option<&serde_json::Value>) -> Resu
         sc_per_device,
         devices_per_chip,
         serial_groups,
+        limits_from,
     })
+}
+
+/// The ordered table lists automatic stacking cuts stacks from (`ids::auto_stacks`: tables of one
+/// padded dim, optimizer, combiner and dtype, in table order), and every table in order.
+fn stacking_classes(w: &Workload) -> Vec<Vec<String>> {
+    let mut classes: Vec<(String, Vec<String>)> = Vec::new();
+    for t in &w.tables {
+        let key = format!(
+            "{}/{:?}/{:?}/{:?}",
+            t.dim.div_ceil(8) * 8,
+            t.optimizer,
+            t.combiner,
+            t.dtype
+        );
+        match classes.iter_mut().find(|c| c.0 == key) {
+            Some(c) => c.1.push(t.name.clone()),
+            None => classes.push((key, vec![t.name.clone()])),
+        }
+    }
+    let mut out: Vec<Vec<String>> = classes.into_iter().map(|c| c.1).collect();
+    out.push(w.tables.iter().map(|t| t.name.clone()).collect());
+    out
+}
+
+/// The limits of every stack from the keys that name its tables (`sim_sparsecore::limits::resolve`):
+/// the workload's `limits.stacks` first, then its limits file or FDO directory, over the defaults.
+/// A `limits.stacks` key naming no table of the workload is an error.
+fn resolve_stack_limits(
+    sc_w: &Workload,
+    w: &Workload,
+    pspec: &PreprocessSpec,
+    sc_per_device: u32,
+) -> Result<ResolvedLimits, WorkloadError> {
+    use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir};
+    use sim_sparsecore::limits::resolve::{resolve_limits, KeyedLimits};
+    let l = &w.limits;
+    let default_ids = u64::from(l.max_ids_per_partition.unwrap_or(256));
+    let default_unique = u64::from(l.max_unique_ids_per_partition.unwrap_or(256));
+    let mut sources = vec![KeyedLimits {
+        origin: LimitsOrigin::Workload,
+        limits: l
+            .stacks
+            .iter()
+            .map(|(k, d)| {
+                let limit = StackLimit {
+                    max_ids_per_partition: d.max_ids_per_partition.map_or(default_ids, u64::from),
+                    max_unique_ids_per_partition: d.max_unique_ids_per_partition.map_or(default_unique, u64::from),
+                    suggested_coo_buffer_size_per_device: None,
+                };
+                (k.clone(), limit)
+            })
+            .collect(),
+    }];
+    if let Some(path) = &l.file {
+        sources.push(if path.is_dir() {
+            KeyedLimits {
+                origin: LimitsOrigin::Fdo,
+                limits: limits_from_fdo(&load_fdo_dir(path).map_err(spec_err)?, sc_per_device as u64),
+            }
+        } else {
+            KeyedLimits {
+                origin: LimitsOrigin::File,
+                limits: sim_sparsecore::limits::LimitsFile::read(path).map_err(spec_err)?.stacks,
+            }
+        });
+    }
+    let resolved = resolve_limits(pspec, &stacking_classes(sc_w), &sources);
+    let all_classes = stacking_classes(w);
+    let names_tables = |k: &str| {
+        w.tables.iter().any(|t| t.name == k)
+            || all_classes
+                .iter()
+                .any(|c| (2..=c.len()).any(|n| c.windows(n).any(|g| sim_sparsecore::preprocess::stack_name(g) == k)))
+    };
+    if let Some((_, k)) = resolved
+        .unknown
+        .iter()
+        .find(|(o, k)| *o == LimitsOrigin::Workload && !names_tables(k))
+    {
+        let names: Vec<&str> = w.tables.iter().map(|t| t.name.as_str()).collect();
+        return Err(WorkloadError::Spec(format!(
+            "limits.stacks.{k}: names no table (a key is a table, or a stack named by its tables joined by '_'; tables: {})",
+            names.join(", ")
+        )));
+    }
+    Ok(resolved)
 }
