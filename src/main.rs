@@ -33,6 +33,8 @@ enum Command {
     Select(cmd::select::Args),
     /// SCALE-Sim-compatible systolic-array compute cycles.
     Systolic(cmd::systolic::Args),
+    /// Write a commented starting workload (runs as is with `tpusim run`).
+    Init(cmd::init::Args),
     /// Simulate training steps of a recommender workload.
     Run(cmd::run::Args),
     /// Capacity sweeps over chips, chip counts and batch sizes.
@@ -90,6 +92,7 @@ fn main() -> ExitCode {
         Command::Op(a) => cmd::op::run(a),
         Command::Select(a) => cmd::select::run(a),
         Command::Systolic(a) => cmd::systolic::run(a),
+        Command::Init(a) => cmd::init::run(a),
         Command::Run(a) => cmd::run::run(a),
         Command::Sweep(a) => cmd::sweep::run(a),
         Command::Explain(a) => cmd::explain::run(a),

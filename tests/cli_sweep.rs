@@ -193,3 +193,256 @@ fn shards_merged_give_the_unsharded_sweep_byte_for_byte() {
     assert!(err.contains("--shard 3/3"), "{err}");
     let _ = std::fs::remove_dir_all(&d);
 }
+
+/// Runs a sweep with `args` (after `sweep`), parsing `--json` stdout when the exit code is 0.
+fn sweep_json(args: &[&str]) -> serde_json::Value {
+    let mut v = vec!["sweep", "--json"];
+    v.extend_from_slice(args);
+    let (code, out, err) = tpusim(&v);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(&out).unwrap()
+}
+
+fn temp_dir(name: &str) -> std::path::PathBuf {
+    let d = std::env::temp_dir().join(format!("tpusim-sweep-{name}-{}", std::process::id()));
+    let _ = std::fs::remove_dir_all(&d);
+    d
+}
+
+/// `skewed` on 128 x v5p is slower at batch 262,144 than at 131,072 (both fit): the answer is the
+/// fastest fitting batch, not the largest.
+#[test]
+fn the_answer_per_configuration_is_the_best_throughput_that_fits_not_the_largest_batch() {
+    let d = temp_dir("best");
+    let grid = [
+        "--preset",
+        "skewed",
+        "--chip",
+        "v5p",
+        "--chips",
+        "128",
+        "--batch",
+        "131072,262144",
+        "-j",
+        "2",
+    ];
+    let mut args = grid.to_vec();
+    let out = d.join("a");
+    args.extend(["-o", out.to_str().unwrap()]);
+    let v = sweep_json(&args);
+    let points = v["points"].as_array().unwrap();
+    let fitting: Vec<&serde_json::Value> = points.iter().filter(|p| p["fits"] == true).collect();
+    assert_eq!(fitting.len(), 2, "{points:?}");
+    let rate = |p: &serde_json::Value| p["samples_per_s"].as_f64().unwrap();
+    let fastest = fitting
+        .iter()
+        .copied()
+        .max_by(|a, b| rate(a).total_cmp(&rate(b)))
+        .unwrap();
+    // The case this test is about: the largest fitting batch is not the fastest.
+    assert_eq!(fastest["batch"], 131072);
+    assert!(rate(fitting[1]) < rate(fitting[0]));
+    let best = &v["answers"]["best_throughput_that_fits"][0];
+    assert_eq!(
+        (best["batch"].as_u64(), best["largest_fitting_batch"].as_u64()),
+        (Some(131072), Some(262144))
+    );
+    assert_eq!(best["samples_per_s"].as_f64(), Some(rate(fastest)));
+    // The human table puts the fastest rate on the row with its batch.
+    let (code, text, err) = tpusim(&[&["sweep"], &grid[..], &["-o", d.join("b").to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{err}");
+    let row = text.lines().find(|l| l.starts_with("v5p")).unwrap();
+    let shown = sim_core::units::rate(rate(fastest), "samples/s");
+    assert!(
+        row.contains(&shown) && row.contains("131072") && row.contains("262144"),
+        "{row}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// 8 x v5p at batch 16,384 of dlrm-small fits through minibatching with its 512 limits: the answer
+/// states the limits it ran with, never "needs max_ids >= N".
+#[test]
+fn a_configuration_fitting_through_minibatching_is_given_with_the_limits_it_ran_with() {
+    let d = temp_dir("minibatch");
+    let (code, text, err) = tpusim(&[
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p",
+        "--chips",
+        "8",
+        "--batch",
+        "16384",
+        "--target",
+        "1e7",
+        "-j",
+        "1",
+        "-o",
+        d.to_str().unwrap(),
+    ]);
+    assert_eq!(code, 0, "{err}");
+    assert!(!text.contains("needs max_ids"), "{text}");
+    let line = text
+        .lines()
+        .skip_while(|l| !l.starts_with("cheapest"))
+        .nth(1)
+        .unwrap_or("");
+    assert!(
+        line.contains("max_ids_per_partition = 512") && line.contains("fits through minibatching"),
+        "{text}"
+    );
+    let v: serde_json::Value = serde_json::from_str(&std::fs::read_to_string(d.join("sweep.json")).unwrap()).unwrap();
+    let p = &v[0];
+    assert!(
+        p["minibatches_per_step"].as_u64().unwrap() > 1 && p["fits"] == true,
+        "{p}"
+    );
+    assert!(
+        p["limits"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .all(|l| l["max_ids_per_partition"] == 512),
+        "{p}"
+    );
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+#[test]
+fn prices_carry_their_currency_and_source_and_bad_prices_or_targets_are_refused() {
+    let d = temp_dir("prices");
+    let base = [
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4",
+        "--batch",
+        "1024",
+        "--steps",
+        "2",
+    ];
+    let run = |extra: &[&str]| tpusim(&[&base[..], extra].concat());
+    let (code, text, err) = run(&["--price", "v5p=1.5", "-o", d.to_str().unwrap()]);
+    assert_eq!(code, 0, "{err}");
+    assert!(
+        text.contains("prices per chip-hour (USD): v5p 1.50 (given), v6e 2.70 (assumed)"),
+        "{text}"
+    );
+    let csv = std::fs::read_to_string(d.join("sweep.csv")).unwrap();
+    let mut lines = csv.lines();
+    let header: Vec<&str> = lines.next().unwrap().split(',').collect();
+    let col = |name: &str| {
+        header
+            .iter()
+            .position(|h| *h == name)
+            .unwrap_or_else(|| panic!("{name}: {header:?}"))
+    };
+    let rows: Vec<Vec<&str>> = lines
+        .map(|l| l.rsplitn(4, ',').collect::<Vec<_>>().into_iter().rev().collect())
+        .collect();
+    // The last three columns: price per chip-hour, currency, source (4 chips x 1.50 = 6.00 per hour).
+    assert_eq!(col("price_source"), header.len() - 1);
+    assert_eq!(col("currency"), header.len() - 2);
+    assert_eq!(&rows[0][1..], ["1.50", "USD", "given"]);
+    assert_eq!(&rows[1][1..], ["2.70", "USD", "assumed"]);
+    assert!(csv.lines().nth(1).unwrap().contains(",6.00,"), "{csv}");
+    for (flag, value, want) in [
+        (
+            "--price",
+            "v5x=1",
+            "unknown chip 'v5x'; valid keys: v4, v5e, v5p, v6e, tpu7x",
+        ),
+        ("--price", "v5p=-2", "--price v5p=-2"),
+        ("--price", "v5p=inf", "--price v5p=inf"),
+        ("--target", "NaN", "--target NaN"),
+        ("--target", "inf", "--target inf"),
+        ("--batch", "4294967296", "--batch 4294967296"),
+        ("-j", "100000000", "-j 100000000"),
+    ] {
+        let dir = d.join("refused");
+        let mut args: Vec<&str> = base.to_vec();
+        if flag == "--batch" {
+            args[8] = value;
+        } else {
+            args.extend([flag, value]);
+        }
+        args.extend(["-o", dir.to_str().unwrap()]);
+        let (code, _, err) = tpusim(&args);
+        assert_eq!(code, 2, "{flag} {value}: {err}");
+        assert!(err.contains(want), "{flag} {value}: {err}");
+        if flag == "-j" {
+            assert!(err.contains("allows") && !err.contains("os error"), "{err}");
+        }
+        assert!(!dir.exists(), "{flag} {value} wrote {}", dir.display());
+    }
+    let _ = std::fs::remove_dir_all(&d);
+}
+
+/// Shards run without a target or prices, merged with them, give the files and answers of the
+/// whole sweep run with them.
+#[test]
+fn merge_accepts_target_and_prices() {
+    let d = temp_dir("merge-target");
+    let grid = [
+        "sweep",
+        "--preset",
+        "dlrm-small",
+        "--chip",
+        "v5p,v6e",
+        "--chips",
+        "4",
+        "--batch",
+        "1024,2048",
+        "--steps",
+        "2",
+        "-j",
+        "1",
+    ];
+    let answers = ["--target", "5e6", "--price", "v6e=0.5"];
+    let whole = d.join("whole");
+    let (code, whole_out, err) = tpusim(&[&grid[..], &answers, &["-o", whole.to_str().unwrap()]].concat());
+    assert_eq!(code, 0, "{err}");
+    let shards = d.join("shards");
+    for s in ["0/2", "1/2"] {
+        let (code, _, err) = tpusim(&[&grid[..], &["--shard", s, "-o", shards.to_str().unwrap()]].concat());
+        assert_eq!(code, 0, "{err}");
+    }
+    let merged = d.join("merged");
+    let (code, merged_out, err) = tpusim(
+        &[
+            &["sweep", "--merge", shards.to_str().unwrap()][..],
+            &answers,
+            &["-o", merged.to_str().unwrap()],
+        ]
+        .concat(),
+    );
+    assert_eq!(code, 0, "{err}");
+    for ((name, x), (_, y)) in outputs(&whole).iter().zip(&outputs(&merged)) {
+        assert!(x == y, "{name} differs between the whole sweep and the merged shards");
+    }
+    assert_eq!(
+        whole_out.replace(whole.to_str().unwrap(), "OUT"),
+        merged_out.replace(merged.to_str().unwrap(), "OUT")
+    );
+    assert!(
+        merged_out.contains("cheapest configuration reaching 5.00 M samples/s: 4 x v6e"),
+        "{merged_out}"
+    );
+    let (code, _, err) = tpusim(&[
+        "sweep",
+        "--merge",
+        shards.to_str().unwrap(),
+        "--price",
+        "v6e=-1",
+        "-o",
+        d.join("x").to_str().unwrap(),
+    ]);
+    assert_eq!(code, 2);
+    assert!(err.contains("--price v6e=-1"), "{err}");
+    let _ = std::fs::remove_dir_all(&d);
+}

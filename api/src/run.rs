@@ -27,6 +27,12 @@ pub struct RunRequest {
     pub set: Vec<String>,
 }
 
+/// A commented starting workload (`tpusim init`): runs as is, every optional field written out at its
+/// default.
+pub fn starter_workload() -> &'static str {
+    workloads::spec::STARTER_WORKLOAD
+}
+
 /// Reads a workload file; relative id and limits paths in it are taken from the file's directory.
 pub fn read_workload(path: &Path) -> crate::Result<Workload> {
     let text = std::fs::read_to_string(path).with_context(|| format!("reading {}", path.display()))?;

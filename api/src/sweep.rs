@@ -3,7 +3,6 @@
 //! ([`run_config`]), so the configurations can be spread over threads, Ray tasks or batch-scheduler
 //! shards and merged back into the same outputs.
 
-use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
@@ -15,15 +14,6 @@ use workloads::{RunOptions, Workload};
 pub use reports::sweep::SweepPoint;
 
 use crate::run::{load_workload, RunRequest};
-
-/// Assumed on-demand price per chip-hour (USD), for ranking configurations only; override with prices.
-pub const DEFAULT_PRICES: &[(&str, f64)] = &[
-    ("v4", 3.22),
-    ("v5e", 1.20),
-    ("v5p", 4.20),
-    ("v6e", 2.70),
-    ("tpu7x", 6.00),
-];
 
 /// What to sweep.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -42,9 +32,9 @@ pub struct SweepRequest {
     pub limits: Option<PathBuf>,
     /// Steps per configuration.
     pub steps: u32,
-    /// Target samples/s for the cheapest-configuration answer.
+    /// Target samples/s for the cheapest-configuration answer (finite, above 0).
     pub target: Option<f64>,
-    /// Price overrides, `CHIP=PRICE`.
+    /// Price overrides, `CHIP=PRICE` (CHIP one of [`DEFAULT_PRICES`], PRICE finite and >= 0).
     pub prices: Vec<String>,
     /// `KEY=VALUE` workload overrides for every configuration.
     pub set: Vec<String>,
@@ -79,8 +69,8 @@ pub struct SweepPlan {
     pub chips: Vec<u32>,
     /// The configurations: chip, then chip count, then batch, nested in that order.
     pub configs: Vec<Config>,
-    /// Price per chip-hour by chip preset.
-    pub prices: Vec<(String, f64)>,
+    /// Price per chip-hour of every priced chip preset, with currency and source.
+    pub prices: Vec<Price>,
     /// Target samples/s.
     pub target: Option<f64>,
     /// Chip preset and step-parameter overrides for every chip (`--set chip.FIELD=VALUE`).
@@ -128,6 +118,16 @@ fn parse_batches_inner(text: &str) -> anyhow::Result<Vec<u64>> {
     }
 }
 
+/// Refuses a batch no workload can have (0, or more samples per step than a workload may name),
+/// naming `--batch`: a bound of the flag, not a point that failed.
+fn check_batches(batches: &[u64]) -> anyhow::Result<()> {
+    let max = workloads::spec::MAX_GLOBAL_BATCH;
+    if let Some(b) = batches.iter().find(|&&b| b == 0 || b > max) {
+        anyhow::bail!("--batch {b}: a global batch must be 1 to {max} samples per step");
+    }
+    Ok(())
+}
+
 /// Builds the plan of a request: loads and checks the workload, chips and prices.
 pub fn plan(req: &SweepRequest) -> crate::Result<SweepPlan> {
     Ok(plan_inner(req)?)
@@ -152,15 +152,9 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
         }
         base.limits.file = Some(absolute(file));
     }
-    let mut prices: Vec<(String, f64)> = DEFAULT_PRICES.iter().map(|(c, p)| (c.to_string(), *p)).collect();
-    for p in &req.prices {
-        let (c, v) = p
-            .split_once('=')
-            .with_context(|| format!("--price {p}: expected CHIP=PRICE"))?;
-        let v: f64 = v.parse().with_context(|| format!("--price {p}"))?;
-        prices.retain(|x| x.0 != c);
-        prices.push((c.to_string(), v));
-    }
+    check_batches(&req.batches)?;
+    let prices = prices::prices(&req.prices)?;
+    prices::check_target(req.target)?;
     for c in &req.chip {
         sim_tpu::chips::preset_name(c)?;
     }
@@ -241,11 +235,6 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
     }
     w.chips = cfg.chips;
     w.global_batch = cfg.batch;
-    let price = plan
-        .prices
-        .iter()
-        .find(|p| p.0 == sim_tpu::chips::preset_name(&cfg.chip).unwrap_or(""))
-        .map_or(1.0, |p| p.1);
     let mut p = SweepPoint {
         chip: cfg.chip.clone(),
         chips: cfg.chips,
@@ -257,9 +246,15 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
         bottleneck: String::new(),
         needed_max_ids: 0,
         needed_max_unique_ids: 0,
-        cost_per_hour: price * cfg.chips as f64,
+        cost_per_hour: 0.0,
         error: None,
+        minibatches_per_step: 0,
+        limits: Vec::new(),
+        price_per_chip_hour: 0.0,
+        currency: String::new(),
+        price_source: PriceSource::Assumed,
     };
+    price_point(&mut p, &plan.prices);
     match w.validate().map_err(anyhow::Error::from).and_then(|_| {
         Ok(workloads::simulate(
             &w,
@@ -281,6 +276,18 @@ pub fn run_config_shared(plan: &SweepPlan, index: usize, cache: &RunCache) -> cr
             p.fit_reasons = r.summary.fit_reasons.clone();
             p.needed_max_ids = needed(|l| l.observed_max_ids);
             p.needed_max_unique_ids = needed(|l| l.observed_max_unique_ids);
+            p.minibatches_per_step = r.summary.minibatches_per_step;
+            p.limits = r
+                .summary
+                .limits
+                .iter()
+                .map(|l| reports::sweep::PointLimits {
+                    stack: l.stack.clone(),
+                    max_ids_per_partition: l.max_ids_per_partition,
+                    max_unique_ids_per_partition: l.max_unique_ids_per_partition,
+                    runtime: l.runtime,
+                })
+                .collect();
             p.bottleneck = r.bottleneck;
         }
         Err(e) => p.error = Some(format!("{e:#}")),
@@ -296,10 +303,7 @@ pub fn run_configs(
     jobs: Option<usize>,
     on_done: &(dyn Fn() + Sync),
 ) -> crate::Result<Vec<SweepPoint>> {
-    let pool = rayon::ThreadPoolBuilder::new()
-        .num_threads(jobs.unwrap_or(0))
-        .build()
-        .map_err(anyhow::Error::from)?;
+    let pool = threads::pool(jobs)?;
     let cache = RunCache::new();
     warm_cache(plan, indices, &cache);
     pool.install(|| {
@@ -341,77 +345,6 @@ pub fn points_json(points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
     Ok(serde_json::to_value(points).map_err(anyhow::Error::from)?)
 }
 
-/// The largest fitting batch of one (chip, chip count) row of a sweep.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LargestFit {
-    /// Chip preset.
-    pub chip: String,
-    /// Chip count.
-    pub chips: u32,
-    /// The largest batch that fits (None: no batch of the sweep fits).
-    pub batch: Option<u64>,
-    /// Samples/s at that batch.
-    pub samples_per_s: Option<f64>,
-    /// Why the smallest batch of the row does not fit, when none does.
-    pub fit_reasons: Vec<sim_core::summary::FitReason>,
-}
-
-/// The answers a sweep gives planners.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct SweepAnswers {
-    /// Per chip and chip count, in the plan's order.
-    pub largest_batch_that_fits: Vec<LargestFit>,
-    /// The target samples/s, when one was given.
-    pub target: Option<f64>,
-    /// The cheapest fitting configuration reaching the target (None without a target or when none
-    /// reaches it).
-    pub cheapest: Option<SweepPoint>,
-    /// Configurations that fit, and in all.
-    pub fitting: usize,
-    /// Configurations in all.
-    pub configurations: usize,
-}
-
-/// The answers of a sweep's points.
-pub fn answers(plan: &SweepPlan, points: &[SweepPoint]) -> SweepAnswers {
-    let mut largest = Vec::new();
-    for c in &plan.chip {
-        for &n in &plan.chips {
-            let row: Vec<&SweepPoint> = points.iter().filter(|p| &p.chip == c && p.chips == n).collect();
-            let best = row.iter().filter(|p| p.fits).max_by_key(|p| p.batch);
-            let smallest = row.iter().min_by_key(|p| p.batch);
-            largest.push(LargestFit {
-                chip: c.clone(),
-                chips: n,
-                batch: best.map(|p| p.batch),
-                samples_per_s: best.map(|p| p.samples_per_s),
-                fit_reasons: match (best, smallest) {
-                    (None, Some(p)) => p.fit_reasons.clone(),
-                    _ => Vec::new(),
-                },
-            });
-        }
-    }
-    let cheapest = plan.target.and_then(|t| {
-        points
-            .iter()
-            .filter(|p| p.fits && p.samples_per_s >= t)
-            .min_by(|a, b| {
-                a.cost_per_hour
-                    .total_cmp(&b.cost_per_hour)
-                    .then(b.samples_per_s.total_cmp(&a.samples_per_s))
-            })
-            .cloned()
-    });
-    SweepAnswers {
-        largest_batch_that_fits: largest,
-        target: plan.target,
-        cheapest,
-        fitting: points.iter().filter(|p| p.fits).count(),
-        configurations: points.len(),
-    }
-}
-
 /// `sweep --json`: `{"answers": {...}, "points": [the rows of sweep.json]}`.
 pub fn sweep_json(plan: &SweepPlan, points: &[SweepPoint]) -> crate::Result<serde_json::Value> {
     Ok(serde_json::json!({
@@ -427,45 +360,52 @@ pub fn write_plan_outputs(dir: &Path, plan: &SweepPlan, points: &[SweepPoint]) -
     Ok(())
 }
 
-/// The answers printed after a sweep: the largest batch that fits each configuration (and, where
-/// none fits, why not) and the cheapest configuration reaching the target.
-pub fn summary_text(plan: &SweepPlan, points: &[SweepPoint]) -> String {
-    use sim_core::units::rate;
-    let a = answers(plan, points);
-    let mut s = String::new();
-    let _ = writeln!(
-        s,
-        "{:<8} {:>6} {:>22} {:>20}",
-        "chip", "chips", "largest batch that fits", "samples/s there"
-    );
-    for l in &a.largest_batch_that_fits {
-        match (l.batch, l.samples_per_s) {
-            (Some(b), Some(x)) => {
-                let _ = writeln!(s, "{:<8} {:>6} {:>22} {:>20}", l.chip, l.chips, b, rate(x, "samples/s"));
-            }
-            _ => {
-                let why = if l.fit_reasons.is_empty() {
-                    String::new()
-                } else {
-                    let kinds: Vec<&str> = l.fit_reasons.iter().map(|f| f.kind.label()).collect();
-                    format!("   smallest batch: {}", kinds.join(", "))
-                };
-                let _ = writeln!(s, "{:<8} {:>6} {:>22} {:>20}{why}", l.chip, l.chips, "none", "-");
-            }
+/// Replaces a plan's target and prices (`sweep --merge` with `--target`/`--price`: the answers and
+/// costs of shards already run, without running them again) and reprices its points. `None` and an
+/// empty list keep the plan's own.
+pub fn set_target_and_prices(
+    plan: &mut SweepPlan,
+    points: &mut [SweepPoint],
+    target: Option<f64>,
+    price_overrides: &[String],
+) -> crate::Result<()> {
+    prices::check_target(target)?;
+    if target.is_some() {
+        plan.target = target;
+    }
+    if !price_overrides.is_empty() {
+        // Overrides apply to tpusim's defaults, as in an unsharded sweep given the same flags.
+        plan.prices = prices::prices(price_overrides)?;
+        for p in points.iter_mut() {
+            price_point(p, &plan.prices);
         }
     }
-    if let Some(t) = a.target {
-        let target = rate(t, "samples/s");
-        match &a.cheapest {
-            Some(p) => {
-                let _ = writeln!(s, "\ncheapest configuration reaching {target}: {} x {} at batch {} ({}, {:.2}/h; needs max_ids_per_partition >= {}, max_unique >= {})", p.chips, p.chip, p.batch, rate(p.samples_per_s, "samples/s"), p.cost_per_hour, p.needed_max_ids, p.needed_max_unique_ids);
-            }
-            None => {
-                let _ = writeln!(s, "\nno configuration reaches {target}");
-            }
-        }
-    }
-    s
+    Ok(())
 }
+
+/// Sets a point's price, currency, source and cost per hour from `prices`.
+fn price_point(p: &mut SweepPoint, prices: &[Price]) {
+    match prices::price_of(prices, &p.chip) {
+        Some(price) => {
+            p.price_per_chip_hour = price.per_chip_hour;
+            p.currency = price.currency.clone();
+            p.price_source = price.source;
+        }
+        None => {
+            p.price_per_chip_hour = 0.0;
+            p.currency = prices::CURRENCY.into();
+            p.price_source = PriceSource::Assumed;
+        }
+    }
+    p.cost_per_hour = p.price_per_chip_hour * p.chips as f64;
+}
+
+mod answers;
+pub mod prices;
+mod threads;
+
+pub use answers::{answers, limits_text, summary_text, BestFit, LargestFit, SweepAnswers};
+pub use prices::{check_target, Price, PriceSource, CURRENCY, DEFAULT_PRICES};
+pub use threads::thread_limit;
 
 pub mod shard;

@@ -27,7 +27,9 @@ pub struct SweepPoint {
     pub fits: bool,
     /// Bottleneck sentence.
     pub bottleneck: String,
-    /// Largest observed ids per partition (the max_ids_per_partition this configuration needs, rounded to 8).
+    /// Largest observed ids per partition, rounded to 8: the max_ids_per_partition this configuration
+    /// needs to run in one pass per step without dropping ids (with minibatching on, a smaller limit may
+    /// still fit: see `minibatches_per_step` and `limits`).
     pub needed_max_ids: u64,
     /// Likewise for unique ids.
     pub needed_max_unique_ids: u64,
@@ -38,6 +40,55 @@ pub struct SweepPoint {
     /// Why not, constraint by constraint with the numbers (empty when it fits or could not run).
     #[serde(default)]
     pub fit_reasons: Vec<sim_core::summary::FitReason>,
+    /// SparseCore minibatches per step, the largest over stacks (1: one pass; 0: could not run).
+    #[serde(default)]
+    pub minibatches_per_step: u64,
+    /// The limits each stack ran with and what they did at run time.
+    #[serde(default)]
+    pub limits: Vec<PointLimits>,
+    /// Price per chip-hour behind `cost_per_hour`, in `currency`.
+    #[serde(default)]
+    pub price_per_chip_hour: f64,
+    /// Currency of the prices (ISO 4217).
+    #[serde(default)]
+    pub currency: String,
+    /// Where the price came from.
+    #[serde(default)]
+    pub price_source: PriceSource,
+}
+
+/// One stack's limits in a sweep point.
+#[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
+pub struct PointLimits {
+    /// Stack name.
+    pub stack: String,
+    /// max_ids_per_partition in force.
+    pub max_ids_per_partition: u64,
+    /// max_unique_ids_per_partition in force.
+    pub max_unique_ids_per_partition: u64,
+    /// What the limits did at run time.
+    pub runtime: sim_core::summary::RuntimeVerdict,
+}
+
+/// Where a price per chip-hour came from.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum PriceSource {
+    /// tpusim's default: an assumed list price for ranking, not a quote.
+    #[default]
+    Assumed,
+    /// Given by the user (`--price`, Python's `prices`).
+    Given,
+}
+
+impl PriceSource {
+    /// The spelling in CSV, JSON and human output.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PriceSource::Assumed => "assumed",
+            PriceSource::Given => "given",
+        }
+    }
 }
 
 /// The output files of a sweep, in the order they are written (each figure also as PNG beside it).
@@ -55,12 +106,12 @@ pub const SWEEP_FILES: [&str; 8] = [
 /// `sweep.csv`: one line per point.
 pub fn sweep_csv(points: &[SweepPoint]) -> String {
     let mut csv = String::from(
-        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,error,fit_reasons\n",
+        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,error,fit_reasons,minibatches_per_step,price_per_chip_hour,currency,price_source\n",
     );
     for p in points {
         let _ = writeln!(
             csv,
-            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{},{}",
+            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{},{},{},{:.2},{},{}",
             p.chip,
             p.chips,
             p.batch,
@@ -71,7 +122,11 @@ pub fn sweep_csv(points: &[SweepPoint]) -> String {
             p.needed_max_unique_ids,
             p.cost_per_hour,
             p.error.clone().unwrap_or_default().replace(',', ";"),
-            csv_field(&sim_core::summary::fit_reasons_text(&p.fit_reasons))
+            csv_field(&sim_core::summary::fit_reasons_text(&p.fit_reasons)),
+            p.minibatches_per_step,
+            p.price_per_chip_hour,
+            csv_field(&p.currency),
+            p.price_source.as_str()
         );
     }
     csv

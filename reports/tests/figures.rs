@@ -34,6 +34,11 @@ fn points() -> Vec<SweepPoint> {
                     cost_per_hour: 1.0,
                     error,
                     fit_reasons: Vec::new(),
+                    minibatches_per_step: 0,
+                    limits: Vec::new(),
+                    price_per_chip_hour: 1.0 / chips as f64,
+                    currency: "USD".into(),
+                    price_source: Default::default(),
                 });
             }
         }

@@ -5,6 +5,7 @@ pub mod chips;
 pub mod demo;
 pub mod explain;
 pub mod hlo;
+pub mod init;
 pub mod layout;
 mod layout_svg;
 pub mod limits;

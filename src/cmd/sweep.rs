@@ -6,7 +6,9 @@
 use std::path::PathBuf;
 
 use tpusim_api::sweep::shard::{merge, write_shard, Shard};
-use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, sweep_json, write_plan_outputs, SweepRequest};
+use tpusim_api::sweep::{
+    parse_batches, plan, run_configs, set_target_and_prices, summary_text, sweep_json, write_plan_outputs, SweepRequest,
+};
 
 /// Arguments of `tpusim sweep`.
 #[derive(clap::Args)]
@@ -41,10 +43,11 @@ pub struct Args {
     /// Steps per configuration.
     #[arg(long, default_value_t = 4)]
     pub steps: u32,
-    /// Target samples/s: report the cheapest configuration that reaches it.
+    /// Target samples/s (finite, above 0): report the cheapest configuration that reaches it.
     #[arg(long)]
     pub target: Option<f64>,
-    /// Price per chip-hour overrides, e.g. v5p=4.2,v6e=2.7.
+    /// Price per chip-hour overrides in USD (>= 0), e.g. v5p=4.2,v6e=2.7; keys v4, v5e, v5p, v6e, tpu7x.
+    /// Prices not given are tpusim's assumed defaults, marked "assumed" in every output.
     #[arg(long, value_delimiter = ',')]
     pub price: Vec<String>,
     /// Worker threads (default: all cores).
@@ -57,8 +60,9 @@ pub struct Args {
     /// DIR/sweep-shard-I-of-N.json for `--merge`.
     #[arg(long, value_name = "I/N", conflicts_with = "merge")]
     pub shard: Option<String>,
-    /// Merge the shard files in these directories into the outputs of the whole sweep.
-    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["workload", "preset", "chip", "chips", "batch", "limits", "target", "price", "set"])]
+    /// Merge the shard files in these directories into the outputs of the whole sweep (`--target` and
+    /// `--price` may be given here too: they change the answers and costs, not the points).
+    #[arg(long, value_name = "DIR", num_args = 1.., conflicts_with_all = ["workload", "preset", "chip", "chips", "batch", "limits", "set"])]
     pub merge: Vec<PathBuf>,
     /// Output directory (sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg, each figure also
     /// as .png; with --shard, the shard file). `--output` is an alias.
@@ -121,7 +125,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         (plan, points)
     } else {
-        merge(&args.merge)?
+        let (mut plan, mut points) = merge(&args.merge)?;
+        set_target_and_prices(&mut plan, &mut points, args.target, &args.price)?;
+        (plan, points)
     };
     write_plan_outputs(&args.output, &plan, &points)?;
     if args.json {

@@ -142,10 +142,19 @@ pub struct FeatureDef {
     pub name: String,
     /// Table it looks up.
     pub table: String,
-    /// Ids per sample.
+    /// Ids per sample (default: `{ fixed = 1 }`).
+    #[serde(default = "one_id")]
     pub valency: Valency,
-    /// Id distribution.
+    /// Id distribution (default: `"uniform"`).
+    #[serde(default = "uniform_ids")]
     pub ids: IdDist,
+}
+
+fn one_id() -> Valency {
+    Valency::Fixed(1)
+}
+fn uniform_ids() -> IdDist {
+    IdDist::Uniform
 }
 
 /// Feature interaction of the dense model.
@@ -173,7 +182,8 @@ pub struct DenseModel {
     pub dense_features: u64,
     /// Bottom MLP widths.
     pub bottom: Vec<u64>,
-    /// Interaction.
+    /// Interaction (default: `"dot"`, the DLRM reference).
+    #[serde(default = "dot")]
     pub interaction: Interaction,
     /// Top MLP widths.
     pub top: Vec<u64>,
@@ -279,6 +289,9 @@ impl Default for LimitsDef {
 fn yes() -> bool {
     true
 }
+fn dot() -> Interaction {
+    Interaction::Dot
+}
 fn sixty_four() -> u32 {
     64
 }
@@ -351,11 +364,14 @@ impl Default for HostDef {
     }
 }
 
-/// A recommender training workload.
+/// A recommender training workload. Required: `chip`, `chips`, `global_batch`, `tables` (name,
+/// vocab, dim), `features` (name, table) and `dense` (dense_features, bottom, top); every other
+/// field has the default its documentation gives (`tpusim init` writes them all, commented).
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Workload {
-    /// Name.
+    /// Name (default: `"workload"`).
+    #[serde(default = "default_name")]
     pub name: String,
     /// Chip preset.
     pub chip: String,
@@ -371,9 +387,11 @@ pub struct Workload {
     pub megacore: Option<bool>,
     /// Global batch (samples per step over all chips).
     pub global_batch: u64,
-    /// Steps to simulate.
+    /// Steps to simulate (default: [`DEFAULT_STEPS`]).
+    #[serde(default = "default_steps")]
     pub steps: u32,
-    /// Pipelining mode.
+    /// Pipelining mode (default: `"pipelined"`, XLA's full embedding pipelining).
+    #[serde(default = "pipelined")]
     pub pipelining: Pipelining,
     /// Embedding tables.
     pub tables: Vec<TableDef>,
@@ -423,6 +441,22 @@ pub struct Workload {
     pub functional_learning_rate: Option<f32>,
 }
 
+/// Steps a workload simulates when it does not say.
+pub const DEFAULT_STEPS: u32 = 6;
+
+fn default_name() -> String {
+    "workload".into()
+}
+fn default_steps() -> u32 {
+    DEFAULT_STEPS
+}
+fn pipelined() -> Pipelining {
+    Pipelining::Pipelined
+}
+
+mod required;
+pub use required::STARTER_WORKLOAD;
+
 /// Largest global batch (samples per step) a workload may name.
 pub const MAX_GLOBAL_BATCH: u64 = 1 << 31;
 /// Largest number of chips.
@@ -469,11 +503,14 @@ const PRESETS: &[(&str, &str)] = &[
 impl Workload {
     /// Parses TOML (or JSON when the text starts with '{').
     pub fn parse(text: &str) -> Result<Workload, WorkloadError> {
-        let w: Workload = if text.trim_start().starts_with('{') {
-            sim_core::de::json(text).map_err(WorkloadError::Spec)?
+        let json = text.trim_start().starts_with('{');
+        let typed = if json {
+            sim_core::de::json(text)
         } else {
-            sim_core::de::toml(text).map_err(WorkloadError::Spec)?
+            sim_core::de::toml(text)
         };
+        // Every required field left out, named at once (serde stops at the first).
+        let w: Workload = typed.map_err(|e| WorkloadError::Spec(required::missing_message(text, json).unwrap_or(e)))?;
         w.validate()?;
         Ok(w)
     }
