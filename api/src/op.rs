@@ -22,6 +22,12 @@ pub struct OpSummary {
     pub vmem_bytes: u64,
     /// What limits the op: MXU, VPU, HBM, LAUNCH (or another unit name for other op families).
     pub bound: String,
+    /// The 80% band from held-out residuals (`total_cycles_low`, `total_cycles_high`) and the share of cycles
+    /// outside the calibrated domain (0 or 1 for one op).
+    #[serde(flatten)]
+    pub band: sim_tpu::band::TotalBand,
+    /// The op's calibrated-domain verdict (its class is its op name).
+    pub domain: Option<sim_tpu::band::KernelDomain>,
     /// Kernels and their cycles, for the text output.
     #[serde(skip)]
     pub kernels: Vec<(String, u64, String)>,
@@ -73,6 +79,8 @@ fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSu
         hbm_bytes_unpadded: g.hbm_bytes_unpadded,
         vmem_bytes: 0,
         bound: g.bound.as_str().into(),
+        band: Default::default(),
+        domain: None,
         kernels: Vec::new(),
     })
 }
@@ -89,6 +97,8 @@ fn tensorcore_summary(spec: &serde_json::Value, chip: &ChipModel) -> anyhow::Res
         hbm_bytes_unpadded: c.hbm_bytes_unpadded,
         vmem_bytes: c.vmem_bytes,
         bound,
+        band: Default::default(),
+        domain: None,
         kernels: c
             .kernels
             .iter()
@@ -122,8 +132,13 @@ fn cost_spec_inner(text: &str, chip_name: &str, chip: &ChipModel) -> anyhow::Res
     let value: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("op spec is not valid JSON: {text}"))?;
     let op_name = value.get("op").and_then(|v| v.as_str()).unwrap_or("");
-    if let Some(ext) = EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
-        return (ext.cost)(&value, chip_name);
-    }
-    tensorcore_summary(&value, chip)
+    let mut s = match EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
+        Some(ext) => (ext.cost)(&value, chip_name)?,
+        None => tensorcore_summary(&value, chip)?,
+    };
+    // Op families outside the TensorCore model have no held-out records: outside the domain, widest band.
+    let (band, domain) = sim_tpu::band::op_band(op_name, s.hbm_bytes, s.flops, s.cycles);
+    s.band = band;
+    s.domain = Some(domain);
+    Ok(s)
 }

@@ -298,6 +298,16 @@ pub struct RunSummary {
     /// `set` of each), no step aborts. Empty (and left out) when nothing aborts.
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub limits_needed: Vec<LimitNeed>,
+    /// With a user's HLO as the TensorCore program (`dense.hlo`): the step time with the program's kernels at the
+    /// low end of their 80% band from held-out residuals (an outer bound: every cycle taken off the critical path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_time_low_us: Option<f64>,
+    /// The same at the band's high end (every cycle added to the critical path).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub step_time_high_us: Option<f64>,
+    /// With `dense.hlo`: the share of the program's cycles in kernels outside the calibrated domain.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub dense_out_of_domain_fraction: Option<f64>,
     /// Loss per step (functional mode only).
     #[serde(skip_serializing_if = "Vec::is_empty", default)]
     pub loss: Vec<f64>,

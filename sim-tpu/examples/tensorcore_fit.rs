@@ -8,47 +8,10 @@
 
 use std::io::Read;
 
-use sim_tpu::tensorcore::calibration::{compare, parse_records, report_fold, CalibRecord};
+use sim_tpu::tensorcore::calibration::{
+    compare, fit_bounds as bounds, parse_records, report_fold, CalibRecord, FIXED_CONSTANTS as FIXED,
+};
 use sim_tpu::tensorcore::{cost, Calibration, ChipModel};
-
-/// Constants set from published facts or structural thresholds, never fitted.
-const FIXED: &[&str] = &[
-    "resident_limit_bytes",
-    "mxu_int8_speedup",
-    "mxu_fp8_speedup",
-    "mxu_f32_factor",
-];
-
-/// The compiler's modelled HBM bandwidth per cycle (reference/chips.md), the anchor for the fitted streaming rate.
-fn modelled_hbm_bytes_per_cycle(chip: &str) -> f64 {
-    match chip {
-        "v4" => 491e9 / 1.045e9,
-        "v5e" => 738e9 / 1.503e9,
-        "v5p" => 2350e9 / 1.503e9,
-        "v6e" => 1638e9 / 1.751e9,
-        _ => 3686e9 / 1.9e9,
-    }
-}
-
-/// Physical ranges the fit may not leave (a constant the training records cannot pin down stays plausible).
-fn bounds(chip: &str, name: &str) -> (f64, f64) {
-    match name {
-        "mm_hbm_bytes_per_cycle" => {
-            let b = modelled_hbm_bytes_per_cycle(chip);
-            (0.5 * b, 2.5 * b)
-        }
-        "mxu_efficiency" => (1.0, 2.0),
-        "mxu_f32_factor" => (1.0, 6.0),
-        "mm_epilogue_serial" => (0.0, 0.25),
-        "mm_f32_byte_factor" => (0.4, 1.0),
-        "conv_factor" => (0.5, 4.0),
-        "mm_acc_32bit" => (0.0, 32.0),
-        "mxu_weight_load_cycles" => (0.0, 256.0),
-        "mxu_iter_cycles" => (0.0, 2000.0),
-        "binary_16bit_factor" | "reduce_16bit_factor" => (0.25, 1.5),
-        _ => (0.0, f64::INFINITY),
-    }
-}
 
 fn loss(records: &[&CalibRecord], chip: &ChipModel) -> f64 {
     let mut sum = 0.0;

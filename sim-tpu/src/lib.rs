@@ -7,10 +7,14 @@
 //! - [`tensorcore`]: the TensorCore cost model (VMEM windows, MXU, VPU, DMA), calibrated against the compiler.
 //! - [`select`]: kernel selection (formats and precisions) with conversion costs.
 //! - [`hlo`]: whole XLA HLO modules: reader, TPU layouts and bytes, kernels the compiler would emit, cost.
+//! - [`band`]: the error band and calibrated-domain verdict on every `tpusim hlo` and `tpusim op` answer.
+//! - [`ledger`]: what each fitted constant set was fitted on, its held-out figures and the bounds it hit.
 //! - [`systolic`]: SCALE-Sim-compatible systolic-array cycle counts.
 
+pub mod band;
 pub mod chips;
 pub mod hlo;
+pub mod ledger;
 pub mod params;
 pub mod select;
 pub mod systolic;

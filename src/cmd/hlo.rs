@@ -25,7 +25,8 @@ pub struct Args {
     /// Kernels listed in the profile.
     #[arg(long, default_value_t = 10)]
     pub top: usize,
-    /// Exit 1 when the module has opcodes tpusim does not model.
+    /// Exit 1 when the module has opcodes tpusim does not model, or more than a fifth of its cycles are in
+    /// kernels outside the calibrated domain.
     #[arg(long)]
     pub strict: bool,
     /// Largest HLO file read, in bytes (refused beyond, exit 2, before reading it).
@@ -93,14 +94,24 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         writeln!(out, "{}", serde_json::to_string(&r)?)?;
     } else {
         let c = &r.cost;
+        let (low_us, high_us) = r.band.time_us(c.total_cycles, c.time_us);
         writeln!(
             out,
-            "{} on {}: {} cycles = {}, {} kernels",
+            "{} on {}: {} cycles = {} ({}-{}, {:.0}% band from held-out residuals), {} kernels",
             args.file.display(),
             c.chip,
             c.total_cycles,
             sim_core::units::duration_us(c.time_us),
+            sim_core::units::duration_us(low_us),
+            sim_core::units::duration_us(high_us),
+            sim_tpu::band::BAND_LEVEL * 100.0,
             c.kernels.len()
+        )?;
+        writeln!(
+            out,
+            "calibrated domain: {} of the cycles in kernels outside it{}",
+            sim_core::units::percent(r.band.out_of_domain_fraction),
+            if r.band.strict_fails() { " (more than a fifth: --strict fails)" } else { "" }
         )?;
         writeln!(
             out,
@@ -114,18 +125,18 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         )?;
         writeln!(
             out,
-            "\n{:<34} {:>11} {:>12} {:>6} {:>7} {:>12} {:>8} {:>5}",
-            "kernel", "kind", "cycles", "time%", "bound", "flops", "hbm MiB", "pad%"
+            "\n{:<34} {:>11} {:>12} {:>6} {:>7} {:>12} {:>8} {:>5} {:>6}",
+            "kernel", "kind", "cycles", "time%", "bound", "flops", "hbm MiB", "pad%", "domain"
         )?;
-        let mut ks: Vec<_> = c.kernels.iter().collect();
-        ks.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
+        let mut ks: Vec<_> = c.kernels.iter().zip(&r.domains).collect();
+        ks.sort_by(|(a, _), (b, _)| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
         let total = c.total_cycles.max(1) as f64;
-        for k in ks.iter().take(args.top) {
+        for (k, d) in ks.iter().take(args.top) {
             let bound = serde_json::to_value(k.bound_by)?.as_str().unwrap_or("").to_string();
             let kind = serde_json::to_value(k.kind)?.as_str().unwrap_or("").to_string();
             writeln!(
                 out,
-                "{:<34} {:>11} {:>12} {:>5.1}% {:>7} {:>12} {:>8.2} {:>4.0}%",
+                "{:<34} {:>11} {:>12} {:>5.1}% {:>7} {:>12} {:>8.2} {:>4.0}% {:>6}",
                 k.name.chars().take(34).collect::<String>(),
                 kind,
                 k.cycles,
@@ -133,11 +144,12 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 bound,
                 k.flops,
                 k.hbm_bytes as f64 / (1 << 20) as f64,
-                k.padding_bytes as f64 / k.hbm_bytes.max(1) as f64 * 100.0
+                k.padding_bytes as f64 / k.hbm_bytes.max(1) as f64 * 100.0,
+                if d.calibrated { "in" } else { "out" }
             )?;
         }
         if ks.len() > args.top {
-            let rest: u64 = ks.iter().skip(args.top).map(|k| k.cycles).sum();
+            let rest: u64 = ks.iter().skip(args.top).map(|(k, _)| k.cycles).sum();
             writeln!(
                 out,
                 "{:<34} {:>11} {:>12} {:>5.1}%",
@@ -149,7 +161,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
         writeln!(out, "\n{}", r.bottleneck)?;
     }
-    if args.strict && !r.cost.unmodelled.is_empty() {
+    if args.strict && (!r.cost.unmodelled.is_empty() || r.band.strict_fails()) {
         return Ok(1);
     }
     Ok(0)

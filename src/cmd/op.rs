@@ -17,9 +17,13 @@ pub struct Args {
     /// the model uses come from the chip spec.
     #[arg(long)]
     pub chip_file: Option<std::path::PathBuf>,
-    /// Print one JSON object per op: {"cycles","time_ns","flops","hbm_bytes","hbm_bytes_unpadded","vmem_bytes","bound"}.
+    /// Print one JSON object per op: {"cycles","time_ns","flops","hbm_bytes","hbm_bytes_unpadded","vmem_bytes","bound",
+    /// "total_cycles_low","total_cycles_high","out_of_domain_fraction","domain"}.
     #[arg(long)]
     pub json: bool,
+    /// Exit 1 when an op is outside the calibrated domain (more than a fifth of its cycles: an op is one kernel).
+    #[arg(long)]
+    pub strict: bool,
     /// Read one spec per line from stdin (blank lines are skipped).
     #[arg(long)]
     pub stdin: bool,
@@ -39,6 +43,21 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
         sim_core::units::bytes(s.hbm_bytes_unpadded),
         sim_core::units::bytes(s.vmem_bytes),
         s.bound
+    )?;
+    let per_cycle_us = if s.cycles == 0 { 0.0 } else { s.time_ns / 1e3 / s.cycles as f64 };
+    writeln!(
+        out,
+        "  band {}-{} cycles ({}-{}, {:.0}% band from held-out residuals); {}",
+        s.band.total_cycles_low,
+        s.band.total_cycles_high,
+        sim_core::units::duration_us(s.band.total_cycles_low as f64 * per_cycle_us),
+        sim_core::units::duration_us(s.band.total_cycles_high as f64 * per_cycle_us),
+        sim_tpu::band::BAND_LEVEL * 100.0,
+        match &s.domain {
+            Some(d) if d.calibrated => format!("calibrated domain ({} of this size and intensity)", d.class.as_str()),
+            Some(d) => format!("OUTSIDE the calibrated domain ({}: no fit record of this size and intensity)", d.class.as_str()),
+            None => "no domain verdict".to_string(),
+        }
     )?;
     for (name, cycles, bound) in &s.kernels {
         writeln!(out, "    {name:<20} {cycles:>12} cycles  {bound}")?;
@@ -85,6 +104,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         } else {
             print_text(&mut out, text.trim(), s)?;
         }
+    }
+    if args.strict && results.iter().any(|s| s.band.strict_fails()) {
+        return Ok(1);
     }
     Ok(0)
 }

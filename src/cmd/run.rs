@@ -148,7 +148,17 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     for f in &s.fit_reasons {
         println!("  DOES NOT FIT {}", f.text());
     }
-    println!("  step time          {} (steady state)", duration_us(s.step_time_us));
+    match (s.step_time_low_us, s.step_time_high_us) {
+        (Some(lo), Some(hi)) => println!(
+            "  step time          {} (steady state; {}-{} with dense.hlo's kernels at the ends of their 80% band \
+             from held-out residuals, {} of their cycles outside the calibrated domain)",
+            duration_us(s.step_time_us),
+            duration_us(lo),
+            duration_us(hi),
+            percent(s.dense_out_of_domain_fraction.unwrap_or(0.0))
+        ),
+        _ => println!("  step time          {} (steady state)", duration_us(s.step_time_us)),
+    }
     println!("  measured over      {}", s.window_text());
     println!("  throughput         {}", rate(s.samples_per_s, "samples/s"));
     let b = &s.busy_fraction;

@@ -32,6 +32,7 @@ pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost,
 pub use fusion::KernelKind;
 pub use ir::{Attr, Computation, HloModule, Instruction, Operands};
 
+use crate::band::{KernelDomain, TotalBand};
 use crate::chips::Chip;
 use crate::tensorcore::ChipModel;
 
@@ -119,10 +120,13 @@ pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
 }
 
 /// Everything `tpusim hlo` reports for one module on one chip.
-#[derive(Clone, Debug, PartialEq, serde::Serialize)]
+///
+/// As JSON: the [`ModuleCost`] fields, each kernel with its `domain` ([`KernelDomain`]), then the capacity
+/// verdict, the bottleneck, the warnings and the band ([`TotalBand`]: `total_cycles_low`, `total_cycles_high`,
+/// `out_of_domain_fraction`).
+#[derive(Clone, Debug, PartialEq)]
 pub struct HloReport {
     /// The costs.
-    #[serde(flatten)]
     pub cost: ModuleCost,
     /// HBM capacity of the chip, bytes.
     pub hbm_capacity_bytes: u64,
@@ -134,6 +138,49 @@ pub struct HloReport {
     pub bottleneck: String,
     /// Warnings (unmodelled opcodes and the rule they were costed by).
     pub warnings: Vec<String>,
+    /// The total's 80% band from held-out residuals and the share of cycles outside the calibrated domain.
+    pub band: TotalBand,
+    /// Each kernel's calibrated-domain verdict, in kernel order.
+    pub domains: Vec<KernelDomain>,
+}
+
+impl serde::Serialize for HloReport {
+    fn serialize<S: serde::Serializer>(&self, s: S) -> Result<S::Ok, S::Error> {
+        use serde::ser::Error;
+        let value = |x: &dyn erased::ToValue| x.to_value().map_err(S::Error::custom);
+        let serde_json::Value::Object(mut m) = value(&self.cost)? else {
+            return Err(S::Error::custom("a module cost is a JSON object"));
+        };
+        if let Some(serde_json::Value::Array(ks)) = m.get_mut("kernels") {
+            for (k, d) in ks.iter_mut().zip(&self.domains) {
+                if let serde_json::Value::Object(o) = k {
+                    o.insert("domain".into(), value(d)?);
+                }
+            }
+        }
+        m.insert("hbm_capacity_bytes".into(), self.hbm_capacity_bytes.into());
+        m.insert("footprint_bytes".into(), self.footprint_bytes.into());
+        m.insert("fits".into(), self.fits.into());
+        m.insert("bottleneck".into(), self.bottleneck.clone().into());
+        m.insert("warnings".into(), value(&self.warnings)?);
+        if let serde_json::Value::Object(b) = value(&self.band)? {
+            m.extend(b);
+        }
+        m.serialize(s)
+    }
+}
+
+mod erased {
+    /// Serialization to a JSON value through a trait object (one helper for the report's parts).
+    pub trait ToValue {
+        fn to_value(&self) -> Result<serde_json::Value, serde_json::Error>;
+    }
+
+    impl<T: serde::Serialize> ToValue for T {
+        fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
+            serde_json::to_value(self)
+        }
+    }
 }
 
 /// Costs `module` on `chip` (a preset with any overrides) and adds the capacity verdict and the bottleneck.
@@ -166,7 +213,10 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
             others.join(", ")
         ));
     }
+    let (band, domains) = crate::band::hlo_band(&cost, &crate::band::BandData::embedded().hlo);
     Ok(HloReport {
+        band,
+        domains,
         footprint_bytes: cost.footprint_bytes(),
         fits: cost.fits(hbm),
         hbm_capacity_bytes: hbm,

@@ -7,6 +7,50 @@ use serde::{Deserialize, Serialize};
 
 use super::{cost, ChipModel, OpError, OpSpec};
 
+/// Percent of op cases held out of the fit (`CalibRecord::held_out(HELDOUT_PERCENT)`): the op model's test and
+/// band read only these; `tensorcore_fit --holdout 30` fits on the rest.
+pub const HELDOUT_PERCENT: u64 = 30;
+
+/// Constants set from published facts or structural thresholds, never fitted (`tensorcore_fit` leaves them).
+pub const FIXED_CONSTANTS: &[&str] = &[
+    "resident_limit_bytes",
+    "mxu_int8_speedup",
+    "mxu_fp8_speedup",
+    "mxu_f32_factor",
+];
+
+/// The compiler's modelled HBM bandwidth per cycle (reference/chips.md), the anchor for the fitted streaming rate.
+fn modelled_hbm_bytes_per_cycle(chip: &str) -> f64 {
+    match chip {
+        "v4" => 491e9 / 1.045e9,
+        "v5e" => 738e9 / 1.503e9,
+        "v5p" => 2350e9 / 1.503e9,
+        "v6e" => 1638e9 / 1.751e9,
+        _ => 3686e9 / 1.9e9,
+    }
+}
+
+/// Physical ranges `tensorcore_fit` may not leave (a constant the training records cannot pin down stays
+/// plausible); the calibration ledger lists the constants that end on one.
+pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
+    match name {
+        "mm_hbm_bytes_per_cycle" => {
+            let b = modelled_hbm_bytes_per_cycle(chip);
+            (0.5 * b, 2.5 * b)
+        }
+        "mxu_efficiency" => (1.0, 2.0),
+        "mxu_f32_factor" => (1.0, 6.0),
+        "mm_epilogue_serial" => (0.0, 0.25),
+        "mm_f32_byte_factor" => (0.4, 1.0),
+        "conv_factor" => (0.5, 4.0),
+        "mm_acc_32bit" => (0.0, 32.0),
+        "mxu_weight_load_cycles" => (0.0, 256.0),
+        "mxu_iter_cycles" => (0.0, 2000.0),
+        "binary_16bit_factor" | "reduce_16bit_factor" => (0.25, 1.5),
+        _ => (0.0, f64::INFINITY),
+    }
+}
+
 /// One compiled program: an op on a chip and the compiler's estimate.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct CalibRecord {

@@ -61,6 +61,22 @@ pub struct DenseProgram {
     pub activation_bytes: u64,
     /// Backward kernels after which the embedding gradients are ready (their all-to-all may start).
     pub embedding_grads_ready: usize,
+    /// With a user's HLO (`dense.hlo`): its kernels' 80% band from held-out residuals, in the step's
+    /// TensorCore cycles.
+    pub hlo_band: Option<HloBand>,
+}
+
+/// The band of a user's HLO program (`dense.hlo`), in the step's TensorCore cycles.
+#[derive(Clone, Copy, Debug, PartialEq)]
+pub struct HloBand {
+    /// The program's kernels' cycles (the sum of its `forward` kernels).
+    pub cycles: u64,
+    /// Low end of the band.
+    pub cycles_low: u64,
+    /// High end.
+    pub cycles_high: u64,
+    /// Share of the program's cycles in kernels outside the calibrated domain.
+    pub out_of_domain_fraction: f64,
 }
 
 impl DenseProgram {
@@ -285,6 +301,14 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
             phases: Vec::new(),
         })
         .collect();
+    let (band, _) = sim_tpu::band::hlo_band(&cost, &sim_tpu::band::BandData::embedded().hlo);
+    let at_step_clock = |c: u64| (c as f64 * scale).round() as u64;
+    let hlo_band = Some(HloBand {
+        cycles: forward.iter().map(|k| k.cycles).sum(),
+        cycles_low: at_step_clock(band.total_cycles_low),
+        cycles_high: at_step_clock(band.total_cycles_high),
+        out_of_domain_fraction: band.out_of_domain_fraction,
+    });
     let parameters = updated_parameter_elements(&module);
     let emb_width: u64 = w
         .features
@@ -320,6 +344,7 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
         gradient_bytes: parameters * w.dense.gradient_dtype.bytes(),
         // The program's own buffers: arguments, outputs and temporaries, per replica.
         activation_bytes: cost.temp_bytes.saturating_add(w.batch_per_chip() * emb_width * 4 * 2),
+        hlo_band,
     })
 }
 
@@ -474,5 +499,6 @@ fn builtin_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
         gradient_bytes: parameters * grad_bytes_per,
         activation_bytes,
         embedding_grads_ready,
+        hlo_band: None,
     })
 }

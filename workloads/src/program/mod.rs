@@ -170,8 +170,12 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
             .unwrap_or(1) as u64,
         dropped_ids_per_step: work.steps.iter().map(|s| s.dropped).sum::<u64>() / steps.max(1),
         limits_needed: limits.needed.clone(),
+        step_time_low_us: None,
+        step_time_high_us: None,
+        dense_out_of_domain_fraction: None,
         loss: Vec::new(),
     };
+    let summary = with_hlo_band(summary, &dense, plan.model.clock_hz);
 
     // Start-up: tables (with slots) initialised on the host and copied over PCIe (the two overlap in
     // chunks), or written on the device at HBM bandwidth.
@@ -557,4 +561,17 @@ fn add_staleness_flows(rec: &mut Recorder, w: &Workload, steps: usize) {
             );
         }
     }
+}
+
+/// The step time's band when the TensorCore program is a user's HLO: the step time with the program's kernels
+/// at either end of their band, each cycle moved on or off the critical path (an outer bound: kernels off the
+/// critical path move the step less).
+fn with_hlo_band(mut s: RunSummary, dense: &dense::DenseProgram, clock_hz: f64) -> RunSummary {
+    if let Some(b) = dense.hlo_band {
+        let us = |cycles: u64| cycles as f64 / clock_hz.max(1.0) * 1e6;
+        s.step_time_low_us = Some((s.step_time_us - us(b.cycles.saturating_sub(b.cycles_low))).max(0.0));
+        s.step_time_high_us = Some(s.step_time_us + us(b.cycles_high.saturating_sub(b.cycles)));
+        s.dense_out_of_domain_fraction = Some(b.out_of_domain_fraction);
+    }
+    s
 }

@@ -1,0 +1,83 @@
+//! Reading the calibration records from the repository (shared by the examples that regenerate generated
+//! data and the tests that check it is current).
+
+#![allow(dead_code)]
+
+use std::io::Read;
+use std::path::Path;
+
+use sim_tpu::band::build::{hlo_band_from_records, op_band_from_records, ProgramRecord};
+use sim_tpu::band::{BandData, BAND_LEVEL};
+use sim_tpu::tensorcore::calibration::{parse_records, CalibRecord, HELDOUT_PERCENT};
+
+/// `testdata/hlo/programs.json`.
+pub fn program_records(root: &Path) -> Result<Vec<ProgramRecord>, Box<dyn std::error::Error>> {
+    let p = root.join("testdata/hlo/programs.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?)
+}
+
+/// The text of an HLO file of `testdata/hlo`.
+pub fn hlo_text(root: &Path, name: &str) -> Option<String> {
+    std::fs::read_to_string(root.join("testdata/hlo").join(name)).ok()
+}
+
+/// `testdata/ops/tc_records.jsonl.gz`.
+pub fn op_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
+    let p = root.join("testdata/ops/tc_records.jsonl.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?[..])
+        .read_to_string(&mut text)?;
+    Ok(parse_records(&text)?)
+}
+
+/// The band data, built from the records as `band_fit` writes it.
+pub fn band_data(root: &Path, command: &str) -> Result<BandData, Box<dyn std::error::Error>> {
+    let programs = program_records(root)?;
+    let hlo = hlo_band_from_records(&programs, &|name| hlo_text(root, name))?;
+    let op = op_band_from_records(&op_records(root)?, HELDOUT_PERCENT)?;
+    Ok(BandData {
+        command: command.to_string(),
+        level: BAND_LEVEL,
+        hlo,
+        op,
+    })
+}
+
+/// `tpusim hlo`'s cycle errors on the held-out program records (estimate complete), by chip.
+pub fn hlo_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+    use sim_tpu::hlo::score::ratio_error;
+    use sim_tpu::hlo::{cost_module, HloModule};
+    let mut out = Vec::new();
+    for r in program_records(root)? {
+        if r.split != "heldout" || !r.estimate_complete {
+            continue;
+        }
+        let text = hlo_text(root, &r.hlo).ok_or_else(|| format!("{}: missing", r.hlo))?;
+        let m = HloModule::parse(&text)?;
+        let c = cost_module(&m, &sim_tpu::tensorcore::ChipModel::preset(&r.chip)?)?;
+        out.push((r.chip.clone(), ratio_error(c.total_cycles as f64, r.total_estimated_cycles)));
+    }
+    Ok(out)
+}
+
+/// `tpusim op`'s cycle errors on the held-out op records, by chip.
+pub fn op_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+    use sim_tpu::tensorcore::calibration::compare;
+    let recs: Vec<CalibRecord> = op_records(root)?
+        .into_iter()
+        .filter(|r| r.total_estimated_cycles > 0 && r.held_out(HELDOUT_PERCENT))
+        .collect();
+    let cmp = compare(&recs, &sim_tpu::tensorcore::Calibration::embedded().models()?)?;
+    Ok(cmp.iter().map(|c| (c.record.chip.clone(), c.error)).collect())
+}
+
+/// Everything the ledger computes.
+pub fn ledger_computed(root: &Path, band_command: &str) -> Result<sim_tpu::ledger::Computed, Box<dyn std::error::Error>> {
+    use sim_tpu::ledger::{Computed, ErrorFigures};
+    Ok(Computed {
+        hlo: ErrorFigures::of(&hlo_heldout_errors(root)?),
+        op: ErrorFigures::of(&op_heldout_errors(root)?),
+        band: band_data(root, band_command)?,
+    })
+}
