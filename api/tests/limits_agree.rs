@@ -51,24 +51,6 @@ fn verdicts(w: &Workload) -> Vec<(String, (bool, String), (bool, String))> {
         .collect()
 }
 
-/// The largest max_unique_ids_per_partition `limits validate` finds compiling for each stack.
-fn largest_unique(w: &Workload) -> Vec<(String, u64)> {
-    let plan = resolve(w, None).unwrap();
-    let v = validate(&contract_spec(&plan), &w.name, &w.chip, &LimitsSource::Spec, vec![]).unwrap();
-    v.json["stacks"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .map(|row| {
-            let l = |c: &Value| c["largest_max_unique"].as_u64().unwrap();
-            (
-                row["stack"].as_str().unwrap().to_string(),
-                l(&row["compile_fwd"]).min(l(&row["compile_grad_sgd"])),
-            )
-        })
-        .collect()
-}
-
 #[test]
 fn run_and_validate_give_every_stack_of_every_preset_the_same_verdict() {
     for name in Workload::preset_names() {
@@ -79,30 +61,58 @@ fn run_and_validate_give_every_stack_of_every_preset_the_same_verdict() {
     }
 }
 
+/// One v6e table of width 1024 looked up by two features, 32,768 samples each per chip (a v6e chip
+/// is one device of 2 SparseCores), at `max_unique` ids and unique ids per partition.
+fn two_feature_table(max_unique: u32) -> Workload {
+    Workload::parse(&format!(
+        r#"
+name = "two-features"
+chip = "v6e"
+chips = 4
+global_batch = 131072
+steps = 1
+pipelining = "sequential"
+[dense]
+dense_features = 13
+bottom = [64]
+interaction = "dot"
+top = [64, 1]
+[limits]
+max_ids_per_partition = {max_unique}
+max_unique_ids_per_partition = {max_unique}
+[[tables]]
+name = "wide"
+vocab = 100000
+dim = 1024
+[[features]]
+name = "f0"
+table = "wide"
+valency = {{ fixed = 1 }}
+ids = "uniform"
+[[features]]
+name = "f1"
+table = "wide"
+valency = {{ fixed = 1 }}
+ids = "uniform"
+"#
+    ))
+    .unwrap()
+}
+
 #[test]
-fn run_and_validate_agree_at_the_edge_of_what_compiles() {
-    // Where the verdict turns: each stack's largest compiling max_unique_ids_per_partition by
-    // `limits validate`, and 8 past it. A stack of several features is checked on the samples of
-    // all of them (they are concatenated); one feature's batch would move the edge.
-    for name in ["dlrm-small", "balanced", "skewed", "tc-heavy"] {
-        let base = Workload::preset(name).unwrap();
-        for (stack, edge) in largest_unique(&base) {
-            if edge == 0 || edge >= (i32::MAX as u64) - 8 {
-                continue;
-            }
-            for unique in [edge, edge + 8] {
-                let mut w = base.clone();
-                w.limits.stacks.insert(
-                    stack.clone(),
-                    workloads::spec::StackLimitDef {
-                        max_ids_per_partition: None,
-                        max_unique_ids_per_partition: Some(unique as u32),
-                    },
-                );
-                for (s, run, validated) in verdicts(&w) {
-                    assert_eq!(run, validated, "{name}: stack {s} at max_unique {unique} on {stack}");
-                }
-            }
+fn a_stack_of_two_features_is_compiled_on_the_samples_of_both() {
+    // The two features are concatenated along the samples: 2 x 32,768 samples over 2 SparseCores
+    // are 32,768 activation rows per SparseCore, the compiler's f32[32768,1024] scatter window.
+    // Past 6,096 ids that window does not fit (`limits compile-check` at batch 65536 says so; at
+    // one feature's 32,768 samples it would fit up to 7,120), and both commands must say it.
+    for (unique, compiles) in [(6096, true), (6104, false)] {
+        let v = verdicts(&two_feature_table(unique));
+        assert_eq!(v.len(), 1);
+        let (stack, run, validated) = &v[0];
+        assert_eq!(run, validated, "stack {stack} at max_unique {unique}");
+        assert_eq!(run.0, compiles, "{}", run.1);
+        if !compiles {
+            assert!(run.1.contains("f32[32768,1024]"), "{}", run.1);
         }
     }
 }
