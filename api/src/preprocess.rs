@@ -39,6 +39,7 @@ pub fn preprocess_file(
     path: &std::path::Path,
     stats_only: bool,
 ) -> crate::Result<PreprocessOutput> {
+    sim_sparsecore::crosscheck::check_npz_shapes(spec, path).map_err(anyhow::Error::from)?;
     if stats_only {
         if let Some(result) = preprocess_stats_npz(spec, path) {
             return api_result(result);

@@ -65,9 +65,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             html,
             json,
         } => {
+            // Every output is checked before the runs; they are written together or not at all.
+            if let Some(dir) = &html {
+                sim_core::output::check_dir(dir, &["index.html"]).with_context(|| format!("--html {}", dir.display()))?;
+            }
+            if let Some(p) = &svg {
+                sim_core::output::check_writable(p).with_context(|| format!("--out {}", p.display()))?;
+            }
             if let Some(dir) = &html {
                 let page = lesson_page()?;
-                std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+                sim_core::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
                 let path = dir.join("index.html");
                 sim_core::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
                 println!("lesson: {} (open it in a browser; it needs no network)", path.display());
