@@ -1188,7 +1188,9 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     // Names that match nothing: a limits file, an FDO directory, a spec's stack_limits, a workload.
     let typo = limits("typo-limits.json", "usr_item", 64);
     v.push(case(
-        &["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &typo, "--ids", ids],
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &typo, "--ids", ids,
+        ],
         2,
         "did you mean 'user_item'",
     ));
@@ -1197,7 +1199,9 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     std::fs::write(fdo.join("stats.csv"), "key,values\ncountri_max_ids,8 8 8 8\n").unwrap();
     let fdo_s = fdo.to_string_lossy().into_owned();
     v.push(case(
-        &["limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &fdo_s, "--ids", ids],
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &fdo_s, "--ids", ids,
+        ],
         2,
         "countri",
     ));
@@ -1207,15 +1211,35 @@ fn mistakes(dir: &Path) -> Vec<Case> {
         "typo-stack-limits.json",
         spec_text.replace("\"user_item\":", "\"usr_item\":").as_bytes(),
     );
-    v.push(case(&["preprocess", "--spec", &s, "--ids", ids], 2, "stack_limits.usr_item"));
+    v.push(case(
+        &["preprocess", "--spec", &s, "--ids", ids],
+        2,
+        "stack_limits.usr_item",
+    ));
     let small_typo = limits("typo-small.json", "t0_t1_t2_t3_t4_t5_t6_t8", 64);
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--set", &format!("limits.file={small_typo}")],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            &format!("limits.file={small_typo}"),
+        ],
         2,
         "t0_t1_t2_t3_t4_t5_t6_t8",
     ));
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--set", "limits.max_ids_per_table.t9=64"],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "limits.max_ids_per_table.t9=64",
+        ],
         2,
         "limits.max_ids_per_table",
     ));
@@ -1237,11 +1261,19 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     let mut wide64 = vec![1i64; 32];
     wide64[5] = 1 << 40;
     for (name, members, code, says) in [
-        ("shape", vec![("f.npy", npy("<i4", false, "(8, 3)", &i32s(&[1; 24])))], 2, "input_shape"),
+        (
+            "shape",
+            vec![("f.npy", npy("<i4", false, "(8, 3)", &i32s(&[1; 24])))],
+            2,
+            "input_shape",
+        ),
         ("vocab", vec![("f.npy", dense(&past))], 2, "id 32 at position 7"),
         (
             "nan-weights",
-            vec![("f.npy", dense(&[1; 32])), ("f.weights.npy", npy("<f4", false, "(8, 4)", &f32s(&nan)))],
+            vec![
+                ("f.npy", dense(&[1; 32])),
+                ("f.weights.npy", npy("<f4", false, "(8, 4)", &f32s(&nan))),
+            ],
             2,
             "weight NaN",
         ),
@@ -1249,7 +1281,10 @@ fn mistakes(dir: &Path) -> Vec<Case> {
             "neg-splits",
             vec![
                 ("f.values.npy", npy("<i4", false, "(4,)", &i32s(&[1; 4]))),
-                ("f.row_splits.npy", npy("<i8", false, "(9,)", &i64s(&[0, 1, 2, -3, 4, 4, 4, 4, 4]))),
+                (
+                    "f.row_splits.npy",
+                    npy("<i8", false, "(9,)", &i64s(&[0, 1, 2, -3, 4, 4, 4, 4, 4])),
+                ),
             ],
             2,
             "f.row_splits",
@@ -1258,50 +1293,115 @@ fn mistakes(dir: &Path) -> Vec<Case> {
             "down-splits",
             vec![
                 ("f.values.npy", npy("<i4", false, "(4,)", &i32s(&[1; 4]))),
-                ("f.row_splits.npy", npy("<i8", false, "(9,)", &i64s(&[0, 2, 1, 3, 4, 4, 4, 4, 4]))),
+                (
+                    "f.row_splits.npy",
+                    npy("<i8", false, "(9,)", &i64s(&[0, 2, 1, 3, 4, 4, 4, 4, 4])),
+                ),
             ],
             2,
             "row_splits must not decrease",
         ),
-        ("int64-ok", vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&[3; 32])))], 0, ""),
-        ("int64-wide", vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&wide64)))], 2, "id 1099511627776 at position 5"),
+        (
+            "int64-ok",
+            vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&[3; 32])))],
+            0,
+            "",
+        ),
+        (
+            "int64-wide",
+            vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&wide64)))],
+            2,
+            "id 1099511627776 at position 5",
+        ),
     ] {
         let p = file(dir, &format!("mistake-{name}.npz"), &zip_members(&members));
         v.push(case(&["preprocess", "--spec", &one, "--ids", &p], code, says));
-        v.push(case(&["preprocess", "--spec", &one, "--ids", &p, "--stats"], code, says));
+        v.push(case(
+            &["preprocess", "--spec", &one, "--ids", &p, "--stats"],
+            code,
+            says,
+        ));
         v.push(case(&["limits", "estimate", "--spec", &one, "--ids", &p], code, says));
     }
     // A stored member whose headers declare more bytes than it holds.
-    let p = file(dir, "mistake-declared.npz", &zip_one("f.npy", &dense(&[1; 32]), Some(4096)));
+    let p = file(
+        dir,
+        "mistake-declared.npz",
+        &zip_one("f.npy", &dense(&[1; 32]), Some(4096)),
+    );
     v.push(case(&["preprocess", "--spec", &one, "--ids", &p], 2, "declare"));
     // Generated ids: a hot set larger than the vocabulary, or a stride past it.
-    v.push(case(&["run", "--preset", "skewed", "--steps", "2", "--set", "tables.0.vocab=10"], 2, "hot_set"));
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "skewed",
+            "--steps",
+            "2",
+            "--set",
+            "tables.0.vocab=10",
+        ],
+        2,
+        "hot_set",
+    ));
     // Values that cannot mean anything.
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--set", "limits.max_ids_per_partition=3000000000"],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "limits.max_ids_per_partition=3000000000",
+        ],
         2,
         "limits.max_ids_per_partition = 3000000000",
     ));
     let big = file(
         dir,
         "big-limit-spec.json",
-        spec_text.replacen("\"max_ids_per_partition\": 64", "\"max_ids_per_partition\": 3000000000", 1).as_bytes(),
+        spec_text
+            .replacen(
+                "\"max_ids_per_partition\": 64",
+                "\"max_ids_per_partition\": 3000000000",
+                1,
+            )
+            .as_bytes(),
     );
     v.push(case(&["preprocess", "--spec", &big, "--ids", ids], 2, "3000000000"));
     let big_l = limits("big-limits.json", "user_item", 3_000_000_000);
     v.push(case(
-        &["limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &big_l, "--ids", ids],
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &big_l, "--ids", ids,
+        ],
         2,
         "3000000000",
     ));
     let zero_rate = file(dir, "zero-rate.json", br#"{"hbm_bytes_per_s": 0}"#);
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--chip-file", &zero_rate],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--chip-file",
+            &zero_rate,
+        ],
         2,
         "hbm_bytes_per_s",
     ));
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--set", "chip.sc_clock_mhz=0"],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "chip.sc_clock_mhz=0",
+        ],
         2,
         "sc_clock_mhz",
     ));
@@ -1313,13 +1413,26 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     );
     v.push(case(&["systolic", "--cfg", cfg, "--topology", &empty], 2, "no layers"));
     v.push(case(
-        &["op", "--chip", "v5e", r#"{"op":"tc_gather","params":{"rows":4294967296,"row_bytes":4294967296}}"#],
+        &[
+            "op",
+            "--chip",
+            "v5e",
+            r#"{"op":"tc_gather","params":{"rows":4294967296,"row_bytes":4294967296}}"#,
+        ],
         2,
         "row_bytes",
     ));
     // Messages in the user's words.
     v.push(case(
-        &["run", "--preset", "dlrm-small", "--steps", "2", "--set", "dense.dense_features=1000000000000"],
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "dense.dense_features=1000000000000",
+        ],
         2,
         "dense.dense_features = 1000000000000",
     ));
@@ -1330,20 +1443,59 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     std::fs::write(est.join("fdo"), b"a file where a directory is expected").unwrap();
     let (l, d) = (est.join("limits.json"), est.join("fdo"));
     v.push(case_leaving(
-        &["limits", "estimate", "--spec", spec, "--ids", ids, "-o", &l.to_string_lossy(), "--fdo-out", &d.to_string_lossy()],
+        &[
+            "limits",
+            "estimate",
+            "--spec",
+            spec,
+            "--ids",
+            ids,
+            "-o",
+            &l.to_string_lossy(),
+            "--fdo-out",
+            &d.to_string_lossy(),
+        ],
         2,
         "--fdo-out",
         &[&l],
     ));
     for (name, blocker, args) in [
-        ("run", "gantt.svg", vec!["run", "--preset", "dlrm-small", "--steps", "2", "-o"]),
+        (
+            "run",
+            "gantt.svg",
+            vec!["run", "--preset", "dlrm-small", "--steps", "2", "-o"],
+        ),
         ("demo", "trace.json", vec!["demo", "-o"]),
         (
             "sweep",
             "sweep.json",
-            vec!["sweep", "--preset", "dlrm-small", "--chips", "4", "--batch", "4096", "--steps", "2", "-o"],
+            vec![
+                "sweep",
+                "--preset",
+                "dlrm-small",
+                "--chip",
+                "v5p",
+                "--chips",
+                "4",
+                "--batch",
+                "4096",
+                "--steps",
+                "2",
+                "-o",
+            ],
         ),
-        ("systolic", "COMPUTE_REPORT.csv", vec!["systolic", "--cfg", cfg, "--topology", concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/gemm.csv"), "-o"]),
+        (
+            "systolic",
+            "COMPUTE_REPORT.csv",
+            vec![
+                "systolic",
+                "--cfg",
+                cfg,
+                "--topology",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/gemm.csv"),
+                "-o",
+            ],
+        ),
     ] {
         let d = out(name);
         std::fs::create_dir_all(d.join(blocker)).unwrap();
@@ -1357,14 +1509,42 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     // A sweep whose output directory is a file; a sweep in which no configuration can run.
     let f = file(dir, "out-sweep-file", b"x");
     v.push(case(
-        &["sweep", "--preset", "dlrm-small", "--chips", "4", "--batch", "4096", "--steps", "2", "-o", &f],
+        &[
+            "sweep",
+            "--preset",
+            "dlrm-small",
+            "--chip",
+            "v5p",
+            "--chips",
+            "4",
+            "--batch",
+            "4096",
+            "--steps",
+            "2",
+            "-o",
+            &f,
+        ],
         2,
         "a directory is expected",
     ));
     let none = out("sweep-none");
     let ns = none.to_string_lossy().into_owned();
     v.push(case_leaving(
-        &["sweep", "--preset", "dlrm-small", "--chip", "v5e", "--chips", "4", "--batch", "4096", "--steps", "2", "-o", &ns],
+        &[
+            "sweep",
+            "--preset",
+            "dlrm-small",
+            "--chip",
+            "v5e",
+            "--chips",
+            "4",
+            "--batch",
+            "4096",
+            "--steps",
+            "2",
+            "-o",
+            &ns,
+        ],
         2,
         "v5e",
         &[&none],
@@ -1373,7 +1553,14 @@ fn mistakes(dir: &Path) -> Vec<Case> {
     let svg_dir = out("lesson-svg");
     std::fs::create_dir_all(&svg_dir).unwrap();
     v.push(case_leaving(
-        &["explain", "pipelining", "--html", &lesson.to_string_lossy(), "-o", &svg_dir.to_string_lossy()],
+        &[
+            "explain",
+            "pipelining",
+            "--html",
+            &lesson.to_string_lossy(),
+            "-o",
+            &svg_dir.to_string_lossy(),
+        ],
         2,
         "is a directory",
         &[&lesson],

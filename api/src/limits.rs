@@ -97,6 +97,12 @@ pub enum IdsSource {
 impl IdsSource {
     /// The batch and its label (a path is read now, its arrays' shapes checked against `spec`).
     fn load(&self, spec: &PreprocessSpec) -> anyhow::Result<(String, BatchIds)> {
+        let (label, batch) = self.read(spec)?;
+        sim_sparsecore::crosscheck::check_vocabulary(spec, &batch).with_context(|| label.clone())?;
+        Ok((label, batch))
+    }
+
+    fn read(&self, spec: &PreprocessSpec) -> anyhow::Result<(String, BatchIds)> {
         match self {
             IdsSource::Path(p) => {
                 sim_sparsecore::crosscheck::check_npz_shapes(spec, p)?;
@@ -352,8 +358,12 @@ fn validate_inner(
         LimitsSource::Spec => BTreeMap::new(),
     };
     if let LimitsSource::File(p) | LimitsSource::Fdo(p) = limits {
-        sim_sparsecore::crosscheck::check_limit_names(spec, overrides.keys().map(String::as_str), &p.display().to_string())
-            .map_err(anyhow::Error::msg)?;
+        sim_sparsecore::crosscheck::check_limit_names(
+            spec,
+            overrides.keys().map(String::as_str),
+            &p.display().to_string(),
+        )
+        .map_err(anyhow::Error::msg)?;
     }
     let spec = apply_limits(spec, &overrides);
     let stacks = build_stacks(&spec);

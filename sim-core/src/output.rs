@@ -42,10 +42,7 @@ fn temp_path(path: &Path) -> PathBuf {
 }
 
 fn is_a_directory(path: &Path) -> std::io::Error {
-    std::io::Error::other(format!(
-        "{} is a directory; a file is expected here",
-        path.display()
-    ))
+    std::io::Error::other(format!("{} is a directory; a file is expected here", path.display()))
 }
 
 /// Creates `dir` and its missing parents; inside an open set, those it created are removed again
@@ -325,7 +322,10 @@ mod tests {
         set.commit().unwrap();
         assert_eq!(std::fs::read(dir.join("a/one.json")).unwrap(), b"1");
         assert_eq!(std::fs::read(dir.join("two.csv")).unwrap(), b"2");
-        let names: Vec<_> = std::fs::read_dir(&dir).unwrap().map(|e| e.unwrap().file_name()).collect();
+        let names: Vec<_> = std::fs::read_dir(&dir)
+            .unwrap()
+            .map(|e| e.unwrap().file_name())
+            .collect();
         assert_eq!(names.len(), 2, "{names:?}");
         let _ = std::fs::remove_dir_all(&dir);
     }

@@ -92,8 +92,7 @@ pub fn check_stack_limits(spec: &PreprocessSpec) -> Result<(), PreprocessError> 
 
 /// Checks a batch against the spec's features before any work: every feature has ids, rows equal
 /// `input_shape[0]`, ragged `row_splits` run from 0 to the values' length without decreasing, weights
-/// (where given) match the ids and are finite, ids are in `0..vocabulary_size` of the feature's
-/// table. Errors name the feature; callers add the file.
+/// (where given) match the ids and are finite. Errors name the feature; callers add the file.
 pub fn check_batch(spec: &PreprocessSpec, ids: &BatchIds) -> Result<(), PreprocessError> {
     for (i, f) in spec.features.iter().enumerate() {
         let Some(fi) = ids.get(&f.name) else {
@@ -120,23 +119,37 @@ pub fn check_batch(spec: &PreprocessSpec, ids: &BatchIds) -> Result<(), Preproce
                 )));
             }
         }
+    }
+    Ok(())
+}
+
+/// Checks that every id is in `0..vocabulary_size` of its feature's table. jax-tpu-embedding itself
+/// takes ids up to the padded vocabulary (the reference case V2 has them, and `preprocess` stays
+/// bit-exact with it), so this is the commands' check of the user's ids, not the library's.
+pub fn check_vocabulary(spec: &PreprocessSpec, ids: &BatchIds) -> Result<(), PreprocessError> {
+    for f in &spec.features {
+        let Some(fi) = ids.get(&f.name) else { continue };
         let vocab = spec
             .tables
             .iter()
             .find(|t| t.name == f.table)
             .map_or(u64::MAX, |t| t.vocabulary_size);
-        // The largest id first (vectorised), its position only when it is out of range.
-        let top = fi.values.iter().fold(0i32, |a, &v| a.max(v));
-        if top as u64 >= vocab {
-            let at = fi.values.iter().position(|&v| v as u64 >= vocab).unwrap_or(0);
-            return Err(PreprocessError::Input(format!(
-                "feature '{}': id {} at position {at} is at or beyond the vocabulary of table '{}' (vocabulary_size {vocab}: ids 0..={})",
-                f.name,
-                fi.values[at],
-                f.table,
-                vocab - 1
-            )));
-        }
+        check_feature_vocabulary(&f.name, &f.table, vocab, &fi.values)?;
+    }
+    Ok(())
+}
+
+/// Checks one feature's ids against its table's vocabulary (see [`check_vocabulary`]).
+pub fn check_feature_vocabulary(feature: &str, table: &str, vocab: u64, values: &[i32]) -> Result<(), PreprocessError> {
+    // The largest id first (vectorised), its position only when it is out of range.
+    let top = values.iter().fold(0i32, |a, &v| a.max(v));
+    if top as u64 >= vocab {
+        let at = values.iter().position(|&v| v as u64 >= vocab).unwrap_or(0);
+        return Err(PreprocessError::Input(format!(
+            "feature '{feature}': id {} at position {at} is at or beyond the vocabulary of table '{table}' (vocabulary_size {vocab}: ids 0..={})",
+            values[at],
+            vocab - 1
+        )));
     }
     Ok(())
 }
@@ -146,7 +159,8 @@ pub fn check_batch(spec: &PreprocessSpec, ids: &BatchIds) -> Result<(), Preproce
 pub fn check_npz_shapes(spec: &PreprocessSpec, path: &std::path::Path) -> Result<(), PreprocessError> {
     let shapes = crate::preprocess::input::npz_shapes(path)?;
     for (i, f) in spec.features.iter().enumerate() {
-        if let Some(shape) = shapes.get(&f.name) {
+        // Arrays that are not 2-D are the reader's to refuse, with its own message.
+        if let Some(shape) = shapes.get(&f.name).filter(|s| s.len() == 2) {
             if shape != &f.input_shape {
                 return Err(PreprocessError::Input(format!(
                     "{}: array '{}' has shape {shape:?}, but features[{i}].input_shape of the spec is {:?} (dense ids have exactly that shape)",
@@ -184,7 +198,10 @@ mod tests {
             check_limit_names(&s, [ok], "l.json").unwrap();
         }
         let e = check_limit_names(&s, ["usr_item"], "l.json").unwrap_err();
-        assert!(e.contains("l.json") && e.contains("'usr_item'") && e.contains("did you mean 'user_item'"), "{e}");
+        assert!(
+            e.contains("l.json") && e.contains("'usr_item'") && e.contains("did you mean 'user_item'"),
+            "{e}"
+        );
         let e = check_limit_names(&s, ["zzzzzzzzzzzz"], "l.json").unwrap_err();
         assert!(e.contains("valid: ") && e.contains("country"), "{e}");
     }
@@ -193,12 +210,19 @@ mod tests {
     fn ids_past_the_vocabulary_and_nan_weights_are_refused_naming_the_feature() {
         let s = spec();
         let mut b = BatchIds::new();
-        b.insert("user_id".into(), crate::preprocess::FeatureIds::dense(vec![0; 8], 8, 1).unwrap());
+        b.insert(
+            "user_id".into(),
+            crate::preprocess::FeatureIds::dense(vec![0; 8], 8, 1).unwrap(),
+        );
         let mut c = crate::preprocess::FeatureIds::dense(vec![1; 16], 8, 2).unwrap();
         c.values[5] = 200; // country's vocabulary is 200: ids 0..=199
         b.insert("country".into(), c.clone());
-        let e = check_batch(&s, &b).unwrap_err().to_string();
-        assert!(e.contains("feature 'country'") && e.contains("id 200 at position 5"), "{e}");
+        check_batch(&s, &b).unwrap();
+        let e = check_vocabulary(&s, &b).unwrap_err().to_string();
+        assert!(
+            e.contains("feature 'country'") && e.contains("id 200 at position 5"),
+            "{e}"
+        );
         c.values[5] = 199;
         c.weights = Some(vec![1.0; 16]);
         c.weights.as_mut().unwrap()[3] = f32::NAN;

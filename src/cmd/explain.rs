@@ -67,7 +67,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         } => {
             // Every output is checked before the runs; they are written together or not at all.
             if let Some(dir) = &html {
-                sim_core::output::check_dir(dir, &["index.html"]).with_context(|| format!("--html {}", dir.display()))?;
+                sim_core::output::check_dir(dir, &["index.html"])
+                    .with_context(|| format!("--html {}", dir.display()))?;
             }
             if let Some(p) = &svg {
                 sim_core::output::check_writable(p).with_context(|| format!("--out {}", p.display()))?;
@@ -146,7 +147,9 @@ pub fn lesson_page() -> anyhow::Result<String> {
 fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> anyhow::Result<u8> {
     use sim_sparsecore::preprocess::{build_stacks, preprocess, read_npz, Options};
     let spec = super::preprocess::read_spec(spec_path)?;
+    sim_sparsecore::crosscheck::check_npz_shapes(&spec, ids_path)?;
     let ids = read_npz(ids_path).with_context(|| ids_path.display().to_string())?;
+    sim_sparsecore::crosscheck::check_vocabulary(&spec, &ids).with_context(|| ids_path.display().to_string())?;
     let num_scs = spec.num_scs();
     println!(
         "1. COO: every id of every sample becomes (sample, column, gain); {} SparseCores in all.",

@@ -207,7 +207,8 @@ fn estimate_cmd(
         sim_core::output::check_writable(o).with_context(|| format!("-o {}", o.display()))?;
     }
     if let Some(dir) = &fdo_out {
-        sim_core::output::check_dir(dir, &["fdo_stats_0_0.npz"]).with_context(|| format!("--fdo-out {}", dir.display()))?;
+        sim_core::output::check_dir(dir, &["fdo_stats_0_0.npz"])
+            .with_context(|| format!("--fdo-out {}", dir.display()))?;
     }
     let spec = read_spec(spec_path)?;
     let sources: Vec<IdsSource> = ids.iter().cloned().map(IdsSource::Path).collect();

@@ -25,7 +25,8 @@ pub struct Args {
 /// Runs `tpusim systolic`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(dir) = &args.output {
-        sim_core::output::check_dir(dir, &["COMPUTE_REPORT.csv"]).with_context(|| format!("--out {}", dir.display()))?;
+        sim_core::output::check_dir(dir, &["COMPUTE_REPORT.csv"])
+            .with_context(|| format!("--out {}", dir.display()))?;
     }
     let rows = compute_report(&args.cfg, &args.topology)?;
     let csv = report_csv(&rows);

@@ -639,7 +639,12 @@ impl Workload {
         const MAX_ELEMENTS: u64 = 1 << 40;
         let d = &self.dense;
         let mut widths = vec![("dense.dense_features".to_string(), d.dense_features)];
-        widths.extend(d.bottom.iter().enumerate().map(|(i, &v)| (format!("dense.bottom[{i}]"), v)));
+        widths.extend(
+            d.bottom
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (format!("dense.bottom[{i}]"), v)),
+        );
         widths.extend(d.top.iter().enumerate().map(|(i, &v)| (format!("dense.top[{i}]"), v)));
         let batch = self.batch_per_chip();
         for (field, v) in widths {
@@ -657,8 +662,14 @@ impl Workload {
     fn validate_limit_ranges(&self) -> Result<(), WorkloadError> {
         const MAX: u32 = i32::MAX as u32;
         let l = &self.limits;
-        let mut all: Vec<(String, u32)> = vec![("limits.max_ids_per_chip_per_sample".into(), l.max_ids_per_chip_per_sample)];
-        all.extend(l.max_ids_per_partition.map(|v| ("limits.max_ids_per_partition".into(), v)));
+        let mut all: Vec<(String, u32)> = vec![(
+            "limits.max_ids_per_chip_per_sample".into(),
+            l.max_ids_per_chip_per_sample,
+        )];
+        all.extend(
+            l.max_ids_per_partition
+                .map(|v| ("limits.max_ids_per_partition".into(), v)),
+        );
         all.extend(
             l.max_unique_ids_per_partition
                 .map(|v| ("limits.max_unique_ids_per_partition".into(), v)),

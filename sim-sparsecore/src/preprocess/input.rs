@@ -97,8 +97,8 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
 pub fn npz_shapes(path: &std::path::Path) -> Result<BTreeMap<String, Vec<u64>>, PreprocessError> {
     let io = |e: String| PreprocessError::Input(format!("{}: {e}", path.display()));
     let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
-    let mut npz = zip::ZipArchive::new(std::io::BufReader::new(file))
-        .map_err(|e| io(format!("not a valid npz file: {e}")))?;
+    let mut npz =
+        zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| io(format!("not a valid npz file: {e}")))?;
     let names: Vec<String> = npz
         .file_names()
         .filter_map(npyz::npz::array_name_from_file_name)
@@ -229,7 +229,12 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
         let split = |(at, x): (usize, i64)| usize::try_from(x).map_err(|_| negative(at, x));
         let row_splits: Vec<usize> = match splits {
             Array::I64(v) => v.into_iter().enumerate().map(split).collect::<Result<_, _>>()?,
-            Array::I32(v) => v.into_iter().map(i64::from).enumerate().map(split).collect::<Result<_, _>>()?,
+            Array::I32(v) => v
+                .into_iter()
+                .map(i64::from)
+                .enumerate()
+                .map(split)
+                .collect::<Result<_, _>>()?,
             Array::F32(_) => {
                 return Err(PreprocessError::Input(format!(
                     "array '{name}.row_splits' must be int64"

@@ -218,8 +218,14 @@ impl PreprocessSpec {
         for (name, l) in &self.stack_limits {
             for (field, v) in [
                 ("max_ids_per_partition", l.max_ids_per_partition.map(u64::from)),
-                ("max_unique_ids_per_partition", l.max_unique_ids_per_partition.map(u64::from)),
-                ("suggested_coo_buffer_size_per_device", l.suggested_coo_buffer_size_per_device),
+                (
+                    "max_unique_ids_per_partition",
+                    l.max_unique_ids_per_partition.map(u64::from),
+                ),
+                (
+                    "suggested_coo_buffer_size_per_device",
+                    l.suggested_coo_buffer_size_per_device,
+                ),
             ] {
                 if let Some(v) = v.filter(|&v| v == 0 || v > i32::MAX as u64) {
                     return bad(format!(
