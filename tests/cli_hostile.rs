@@ -1171,20 +1171,34 @@ fn cases(dir: &Path) -> Vec<Case> {
     v
 }
 
+/// The example of the preprocess contract: (SPEC.json, ids.npz).
+const EXAMPLE_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");
+const EXAMPLE_IDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/ids.npz");
+const SCALE_CFG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/scale.cfg");
+
+/// A limits file setting `max_ids` for one stack name.
+fn limits_file(dir: &Path, name: &str, stack: &str, max_ids: u64) -> String {
+    let text = format!(
+        r#"{{"stacks": {{"{stack}": {{"max_ids_per_partition": {max_ids}, "max_unique_ids_per_partition": 8}}}}}}"#
+    );
+    file(dir, name, text.as_bytes())
+}
+
 /// The user's mistakes (issue 26): names that match nothing, inputs that disagree with each other,
 /// values that cannot mean anything, and outputs of failing commands, which must leave no file.
 fn mistakes(dir: &Path) -> Vec<Case> {
+    let mut v = mistaken_names(dir);
+    v.extend(mistaken_ids(dir));
+    v.extend(mistaken_values(dir));
+    v.extend(half_written_outputs(dir));
+    v
+}
+
+/// Names in limits files, FDO directories, `stack_limits` and workloads that match nothing.
+fn mistaken_names(dir: &Path) -> Vec<Case> {
     let mut v = Vec::new();
-    let example = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example");
-    let spec = format!("{example}/spec.json");
-    let ids = format!("{example}/ids.npz");
-    let (spec, ids) = (spec.as_str(), ids.as_str());
-    let limits = |name: &str, stack: &str, max_ids: u64| {
-        let text = format!(
-            r#"{{"stacks": {{"{stack}": {{"max_ids_per_partition": {max_ids}, "max_unique_ids_per_partition": 8}}}}}}"#
-        );
-        file(dir, name, text.as_bytes())
-    };
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
+    let limits = |name: &str, stack: &str, max_ids: u64| limits_file(dir, name, stack, max_ids);
     // Names that match nothing: a limits file, an FDO directory, a spec's stack_limits, a workload.
     let typo = limits("typo-limits.json", "usr_item", 64);
     v.push(case(
@@ -1243,6 +1257,12 @@ fn mistakes(dir: &Path) -> Vec<Case> {
         2,
         "limits.max_ids_per_table",
     ));
+    v
+}
+
+/// NPZ ids that disagree with SPEC.json, and generated ids past their table.
+fn mistaken_ids(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
     // Spec against NPZ: one feature 'f' of table 't' (vocabulary 32), [8, 4] ids.
     let one = file(
         dir,
@@ -1344,6 +1364,15 @@ fn mistakes(dir: &Path) -> Vec<Case> {
         2,
         "hot_set",
     ));
+    v
+}
+
+/// Numbers that cannot mean anything, and messages that must name the workload field.
+fn mistaken_values(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
+    let spec_text = std::fs::read_to_string(spec).unwrap();
+    let limits = |name: &str, stack: &str, max_ids: u64| limits_file(dir, name, stack, max_ids);
     // Values that cannot mean anything.
     v.push(case(
         &[
@@ -1405,7 +1434,7 @@ fn mistakes(dir: &Path) -> Vec<Case> {
         2,
         "sc_clock_mhz",
     ));
-    let cfg = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/scale.cfg");
+    let cfg = SCALE_CFG;
     let empty = file(
         dir,
         "no-layers.csv",
@@ -1436,6 +1465,13 @@ fn mistakes(dir: &Path) -> Vec<Case> {
         2,
         "dense.dense_features = 1000000000000",
     ));
+    v
+}
+
+/// Output sets of failing commands: none of their files may appear.
+fn half_written_outputs(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let (spec, ids, cfg) = (EXAMPLE_SPEC, EXAMPLE_IDS, SCALE_CFG);
     // Outputs: all or nothing. Each case has its own directory.
     let out = |name: &str| dir.join(format!("out-{name}"));
     let est = out("estimate");

@@ -5,8 +5,8 @@
 //! A command's files are one [`OutputSet`]: while a set is open, finished files stay under their
 //! temporary names and are renamed into place together by [`OutputSet::commit`]; a set dropped
 //! without a commit (the command failed) removes them and the directories it created, so a failing
-//! command leaves no new file. One set is open per process at a time (a nested `begin` joins it):
-//! the CLI opens one per command.
+//! command leaves no new file. A set belongs to the thread that opened it (a nested `begin` on that
+//! thread joins it): the CLI opens one per command.
 
 use std::io::Write;
 use std::path::{Path, PathBuf};
@@ -16,20 +16,21 @@ use std::sync::Mutex;
 static PENDING: Mutex<Vec<PathBuf>> = Mutex::new(Vec::new());
 
 /// The open output set: nesting depth, finished files (temporary, final) and directories it created.
+#[derive(Default)]
 struct Staging {
     depth: usize,
     files: Vec<(PathBuf, PathBuf)>,
     dirs: Vec<PathBuf>,
 }
 
-static STAGING: Mutex<Staging> = Mutex::new(Staging {
-    depth: 0,
-    files: Vec::new(),
-    dirs: Vec::new(),
-});
+thread_local! {
+    /// Per thread, so concurrent commands in one process (Python threads, parallel tests) each
+    /// have their own set; a file written on another thread than its set's is renamed at once.
+    static STAGING: std::cell::RefCell<Staging> = std::cell::RefCell::new(Staging::default());
+}
 
-fn staging() -> std::sync::MutexGuard<'static, Staging> {
-    STAGING.lock().unwrap_or_else(|e| e.into_inner())
+fn staging<R>(f: impl FnOnce(&mut Staging) -> R) -> R {
+    STAGING.with(|s| f(&mut s.borrow_mut()))
 }
 
 fn temp_path(path: &Path) -> PathBuf {
@@ -63,11 +64,11 @@ pub fn create_dir_all(dir: &Path) -> std::io::Result<()> {
         .map(Path::to_path_buf)
         .collect();
     std::fs::create_dir_all(dir)?;
-    let mut s = staging();
-    if s.depth > 0 {
-        // Deepest first, so removing them in order empties each parent before it.
-        s.dirs.extend(missing);
-    }
+    staging(|s| {
+        if s.depth > 0 {
+            s.dirs.extend(missing);
+        }
+    });
     Ok(())
 }
 
@@ -89,13 +90,17 @@ fn finish(tmp: &Path, path: &Path) -> std::io::Result<()> {
     if path.is_dir() {
         return Err(is_a_directory(path));
     }
-    let mut s = staging();
-    if s.depth > 0 {
+    let staged = staging(|s| {
+        if s.depth == 0 {
+            return false;
+        }
         s.files.retain(|(_, p)| p != path);
         s.files.push((tmp.to_path_buf(), path.to_path_buf()));
+        true
+    });
+    if staged {
         return Ok(());
     }
-    drop(s);
     std::fs::rename(tmp, path)?;
     forget_pending(tmp);
     Ok(())
@@ -213,9 +218,9 @@ pub struct OutputSet {
 }
 
 impl OutputSet {
-    /// Opens the set (or joins the one already open).
+    /// Opens the set (or joins the one already open on this thread).
     pub fn begin() -> Self {
-        staging().depth += 1;
+        staging(|s| s.depth += 1);
         OutputSet { open: true }
     }
 
@@ -223,14 +228,15 @@ impl OutputSet {
     /// that to it). A rename that fails removes the temporary files not yet renamed.
     pub fn commit(mut self) -> std::io::Result<()> {
         self.open = false;
-        let mut s = staging();
-        s.depth -= 1;
-        if s.depth > 0 {
+        let Some(files) = staging(|s| {
+            s.depth -= 1;
+            (s.depth == 0).then(|| {
+                s.dirs.clear();
+                std::mem::take(&mut s.files)
+            })
+        }) else {
             return Ok(());
-        }
-        let files = std::mem::take(&mut s.files);
-        s.dirs.clear();
-        drop(s);
+        };
         let mut result = Ok(());
         for (tmp, path) in &files {
             if result.is_ok() {
@@ -251,20 +257,17 @@ impl Drop for OutputSet {
         if !self.open {
             return;
         }
-        let mut s = staging();
-        s.depth -= 1;
-        if s.depth > 0 {
+        let Some((files, mut dirs)) = staging(|s| {
+            s.depth -= 1;
+            (s.depth == 0).then(|| (std::mem::take(&mut s.files), std::mem::take(&mut s.dirs)))
+        }) else {
             return;
-        }
-        let files = std::mem::take(&mut s.files);
-        let dirs = std::mem::take(&mut s.dirs);
-        drop(s);
+        };
         for (tmp, _) in &files {
             let _ = std::fs::remove_file(tmp);
             forget_pending(tmp);
         }
         // Only directories the set made, and only when empty again: deepest first.
-        let mut dirs = dirs;
         dirs.sort_by_key(|d| std::cmp::Reverse(d.components().count()));
         for d in &dirs {
             let _ = std::fs::remove_dir(d);
@@ -276,12 +279,8 @@ impl Drop for OutputSet {
 mod tests {
     use super::*;
 
-    /// The open set is process-wide: tests that write files take turns.
-    static TURN: Mutex<()> = Mutex::new(());
-
     #[test]
     fn a_failed_write_leaves_nothing_and_keeps_the_old_file() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("tpusim-output-{}", std::process::id()));
         let path = dir.join("out.json");
         write_atomic(&path, b"old").unwrap();
@@ -305,7 +304,6 @@ mod tests {
 
     #[test]
     fn a_set_not_committed_leaves_no_file_and_no_directory() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("tpusim-output-set-{}", std::process::id()));
         let _ = std::fs::remove_dir_all(&dir);
         let set = OutputSet::begin();
@@ -332,7 +330,6 @@ mod tests {
 
     #[test]
     fn a_directory_where_a_file_is_expected_is_refused_up_front() {
-        let _turn = TURN.lock().unwrap_or_else(|e| e.into_inner());
         let dir = std::env::temp_dir().join(format!("tpusim-output-dir-{}", std::process::id()));
         std::fs::create_dir_all(dir.join("sweep.json")).unwrap();
         let e = check_dir(&dir, &["sweep.csv", "sweep.json"]).unwrap_err();
