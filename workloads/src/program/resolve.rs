@@ -262,6 +262,17 @@ fn resolve_stack_limits(
                 .iter()
                 .any(|c| (2..=c.len()).any(|n| c.windows(n).any(|g| sim_sparsecore::preprocess::stack_name(g) == k)))
     };
+    // Keys of a limits file or FDO stats that resolved to nothing: a typo is an error naming the file
+    // and the closest valid name (a table, a stack, or tables joined by '_').
+    if let Some(path) = &l.file {
+        let origin = format!("limits.file = {}", path.display());
+        let unknown = resolved
+            .unknown
+            .iter()
+            .filter(|(o, _)| *o != LimitsOrigin::Workload)
+            .map(|(_, k)| k.as_str());
+        sim_sparsecore::crosscheck::check_limit_names(pspec, unknown, &origin).map_err(WorkloadError::Spec)?;
+    }
     if let Some((_, k)) = resolved
         .unknown
         .iter()
