@@ -32,6 +32,16 @@ from hlo_extract import summarize  # noqa: E402
 CHIPS = {"v4": "v4:2x2x1", "v5e": "v5e:2x2", "v5p": "v5p:2x2x1", "v6e": "v6e:2x2", "tpu7x": "tpu7x:2x2x1"}
 
 
+def size_proxy(params):
+    """Product of every integer in the case's params: a rough size, used only to order the compiles."""
+    prod = 1
+    for v in params.values():
+        for x in (v if isinstance(v, list) else [v]):
+            if isinstance(x, int) and not isinstance(x, bool) and x > 0:
+                prod *= x
+    return prod
+
+
 def cases(seed, families):
     """(family, program name, params) for every case, interleaved across families so a partial run covers all."""
     per = {}
@@ -39,6 +49,9 @@ def cases(seed, families):
         draw, _, n = FAMILIES[fam]
         rng = random.Random(f"{seed}:{fam}")
         per[fam] = [(fam, f"{fam}.{i:03d}", draw(rng)) for i in range(n)]
+        # Smaller cases first (compile time grows with size): on two shared cores a run covers every family
+        # at several sizes before it reaches the slowest compiles.
+        per[fam].sort(key=lambda c: (size_proxy(c[2]), c[1]))
     out = []
     for i in range(max(len(v) for v in per.values())):
         out += [v[i] for v in per.values() if i < len(v)]
