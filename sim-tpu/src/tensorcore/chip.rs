@@ -176,9 +176,9 @@ pub struct CalibratedChip {
     /// matmul operand when it fits, else the smaller. Read off the corpus op records (testdata/ops/
     /// corpus_records.jsonl.gz): VMEM less the scoped window on v5e (112 MiB), v6e (96), v5p (48) and tpu7x
     /// (32), each between the largest operand prefetched (70.1 MiB on v5e/v6e, 23.9 on tpu7x/v5p) and the
-    /// smallest refused (113.8 and 70.1 MiB). 0 on v4: its prefetch lands in CMEM (`S(3)`), which the compiler
-    /// reads at about the HBM rate (fp8 [8, 9404] x [9404, 2176]: 20.5 MB in 46,935 cycles, 436 B per cycle
-    /// against 470 from HBM), so it saves nothing.
+    /// smallest refused (113.8 and 70.1 MiB). 0 (rule off) on v4, whose prefetch lands in CMEM (`S(3)`) and
+    /// whose records disagree on what reading it costs (an f32 23.6 MB weight in 8,566 cycles, far above the
+    /// HBM rate; an fp8 20.5 MB one in 46,935, below it), until that is understood.
     pub prefetch_budget_bytes: u64,
     /// Fitted constants.
     pub params: TcParams,
