@@ -27,7 +27,12 @@ fn main() {
     let args: Vec<String> = std::env::args().collect();
     let verbose = args.iter().any(|a| a == "--verbose");
     if args.iter().any(|a| a == "--corpus") {
-        let value = |flag: &str| args.iter().position(|a| a == flag).and_then(|i| args.get(i + 1)).cloned();
+        let value = |flag: &str| {
+            args.iter()
+                .position(|a| a == flag)
+                .and_then(|i| args.get(i + 1))
+                .cloned()
+        };
         let params: Vec<HloParams> = match value("--params") {
             Some(f) => serde_json::from_str(&std::fs::read_to_string(&f).expect("--params file")).expect("params"),
             None => hlo_params(),
@@ -130,7 +135,9 @@ fn corpus_report(params: &[HloParams], only: Option<Split>, verbose: bool) {
     let mut errs = Vec::new();
     let mut bytes_bad = 0;
     for l in &loaded {
-        let Some(hp) = params.iter().find(|h| h.name == l.rec.chip) else { continue };
+        let Some(hp) = params.iter().find(|h| h.name == l.rec.chip) else {
+            continue;
+        };
         let e = common::corpus::errors(l, hp);
         if !e.bytes_exact {
             bytes_bad += 1;
@@ -143,12 +150,20 @@ fn corpus_report(params: &[HloParams], only: Option<Split>, verbose: bool) {
                 format!("{:?}", l.rec.size_split),
                 e.predicted,
                 l.rec.total_estimated_cycles,
-                e.cycles.map(|_| format!("{:+.1}%", (e.predicted as f64 / l.rec.total_estimated_cycles as f64 - 1.0) * 100.0)).unwrap_or("not scored".into())
+                e.cycles
+                    .map(|_| format!(
+                        "{:+.1}%",
+                        (e.predicted as f64 / l.rec.total_estimated_cycles as f64 - 1.0) * 100.0
+                    ))
+                    .unwrap_or("not scored".into())
             );
         }
         errs.push((l, e));
     }
-    println!("corpus: {} records; argument/output bytes mismatches: {bytes_bad}", errs.len());
+    println!(
+        "corpus: {} records; argument/output bytes mismatches: {bytes_bad}",
+        errs.len()
+    );
     let mut families: Vec<String> = errs.iter().map(|(l, _)| l.rec.family.clone()).collect();
     families.dedup();
     families.sort();
@@ -163,7 +178,10 @@ fn corpus_report(params: &[HloParams], only: Option<Split>, verbose: bool) {
     let mut chips: Vec<String> = errs.iter().map(|(l, _)| l.rec.chip.clone()).collect();
     chips.sort();
     chips.dedup();
-    println!("{:28} {:>5} {:>9} {:>9} {:>10}", "check set / chip", "n", "cyc med", "cyc p90", "temp med");
+    println!(
+        "{:28} {:>5} {:>9} {:>9} {:>10}",
+        "check set / chip", "n", "cyc med", "cyc p90", "temp med"
+    );
     for split in &splits {
         let label = match split {
             Split::Random => "random held-out".to_string(),

@@ -47,13 +47,10 @@ fn main() {
     // `--temp-only`: refit only the temp constants (they do not affect cycles), keeping the cycle constants.
     let args: Vec<String> = std::env::args().collect();
     let temp_only = args.iter().any(|a| a == "--temp-only");
-    let split = args
-        .iter()
-        .any(|a| a == "--corpus")
-        .then(|| {
-            let s = args.iter().position(|a| a == "--split").and_then(|i| args.get(i + 1));
-            Split::parse(s.map(String::as_str).unwrap_or("random")).expect("--split")
-        });
+    let split = args.iter().any(|a| a == "--corpus").then(|| {
+        let s = args.iter().position(|a| a == "--split").and_then(|i| args.get(i + 1));
+        Split::parse(s.map(String::as_str).unwrap_or("random")).expect("--split")
+    });
     let corpus = match &split {
         Some(s) => common::corpus::load(&common::corpus::default_dir())
             .into_iter()

@@ -7,8 +7,10 @@ use sim_tpu::tensorcore::lower::Work;
 use sim_tpu::tensorcore::{cost, kernels, ChipModel, OpSpec};
 
 fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#))
-        .unwrap()
+    OpSpec::from_json(&format!(
+        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
+    ))
+    .unwrap()
 }
 
 fn mxu_of(op: &OpSpec, chip: &ChipModel) -> (sim_tpu::tensorcore::lower::MxuWork, u64) {
