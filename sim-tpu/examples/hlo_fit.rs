@@ -2,13 +2,21 @@
 //! testdata/hlo/programs.json only, per chip, within physical bounds; prints the new file to stdout.
 //!
 //! `cargo run --release -p sim-tpu --example hlo_fit [-- --temp-only] > sim-tpu/src/hlo/calibration.json`
+//!
+//! `--corpus [--split random|size|family:NAME]` fits instead on the compiler corpus (testdata/hlo/corpus/) records
+//! that split lets constants be fitted on (default `random`: its `fit` side), added to the `fit` records of
+//! programs.json; `hlo_calibration --corpus --split S --params FILE` then checks the output on that split.
 
 use std::path::PathBuf;
 
 use sim_tpu::chips::Chip;
+use sim_tpu::hlo::corpus::Split;
 use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
 use sim_tpu::hlo::{cost_module_with, hlo_params, HloModule, HloParams};
 use sim_tpu::tensorcore::ChipModel;
+
+#[allow(dead_code)]
+mod common;
 
 /// Objective differences below this (0.2% in the RMS log error) are noise on 15 records: budgets within it of
 /// the best count as scoring the same.
@@ -37,7 +45,19 @@ fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
 
 fn main() {
     // `--temp-only`: refit only the temp constants (they do not affect cycles), keeping the cycle constants.
-    let temp_only = std::env::args().any(|a| a == "--temp-only");
+    let args: Vec<String> = std::env::args().collect();
+    let temp_only = args.iter().any(|a| a == "--temp-only");
+    let split = args.iter().any(|a| a == "--corpus").then(|| {
+        let s = args.iter().position(|a| a == "--split").and_then(|i| args.get(i + 1));
+        Split::parse(s.map(String::as_str).unwrap_or("random")).expect("--split")
+    });
+    let corpus = match &split {
+        Some(s) => common::corpus::load(&common::corpus::default_dir())
+            .into_iter()
+            .filter(|l| s.fits_on(&l.rec))
+            .collect(),
+        None => Vec::new(),
+    };
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/hlo");
     let records: Vec<serde_json::Value> =
         serde_json::from_str(&std::fs::read_to_string(dir.join("programs.json")).unwrap()).unwrap();
@@ -55,6 +75,12 @@ fn main() {
                 temp: r["temp_bytes"].as_u64().unwrap(),
                 scored: r["estimate_complete"].as_bool().unwrap(),
             })
+            .chain(corpus.iter().filter(|l| l.rec.chip == start.name).map(|l| Rec {
+                module: l.module.clone(),
+                est: l.rec.total_estimated_cycles as f64,
+                temp: l.rec.temp_bytes,
+                scored: l.rec.estimate_complete && l.rec.total_estimated_cycles > 0,
+            }))
             .collect();
         // Temp constants (first: they do not depend on the cycle constants): on-chip bytes for temporaries
         // (multiples of 1 MiB up to the chip's VMEM, or its CMEM where it has one), then the HBM overhead and the
@@ -149,7 +175,10 @@ fn main() {
             (2.0, 3.0, 2.0),
             (8.0, 3.0, 2.0),
         ];
-        let starts = grid
+        // On the corpus (hundreds of records a chip) only the current constants start the search: the grid's
+        // sixteen starts would take hours on two shared cores.
+        let grid_starts = if split.is_some() { 0 } else { grid.len() };
+        let starts = grid[..grid_starts]
             .iter()
             .flat_map(|&(lb, fo, sb)| [(lb, fo, sb, Some(1.0)), (lb, fo, sb, Some(6.0))])
             .chain([(

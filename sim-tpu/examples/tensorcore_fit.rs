@@ -3,6 +3,7 @@
 //! passes) is fixed; only its per-generation rates move.
 //!
 //! `cargo run --release -p sim-tpu --example tensorcore_fit -- [--holdout PCT] [--fold-offset PCT] [--restarts N] [--from CALIBRATION.json] [--write]`
+//! Records: testdata/ops/tc_records.jsonl.gz and the corpus's testdata/ops/corpus_records.jsonl.gz.
 //! `--holdout 30` fits on the 70% training cases only (to estimate generalisation); `--write` rewrites
 //! sim-tpu/src/tensorcore/calibration.json.
 
@@ -111,10 +112,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         Some(i) => args.get(i + 1).ok_or("--restarts needs a count")?.parse()?,
         None => 0,
     };
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/tc_records.jsonl.gz");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&std::fs::read(path)?[..]).read_to_string(&mut text)?;
-    let records = parse_records(&text)?;
+    // The reference sample and the corpus's op records (skinny and decode matmuls, stride-2 convolutions).
+    let mut records = Vec::new();
+    for name in ["tc_records.jsonl.gz", "corpus_records.jsonl.gz"] {
+        let path = format!("{}/../testdata/ops/{name}", env!("CARGO_MANIFEST_DIR"));
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&std::fs::read(&path)?[..]).read_to_string(&mut text)?;
+        records.extend(parse_records(&text)?);
+    }
     let mut cal = match args.iter().position(|a| a == "--from") {
         Some(i) => serde_json::from_str(&std::fs::read_to_string(args.get(i + 1).ok_or("--from needs a file")?)?)?,
         None => Calibration::embedded(),
@@ -139,7 +144,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     if write {
         cal.source = format!(
             "fitted by `cargo run --release -p sim-tpu --example tensorcore_fit -- --holdout {holdout} --write` to \
-             testdata/ops/tc_records.jsonl.gz (compiler estimates from reference/tpu-compiler/ops.jsonl)"
+             testdata/ops/tc_records.jsonl.gz (compiler estimates from reference/tpu-compiler/ops.jsonl) and \
+             testdata/ops/corpus_records.jsonl.gz (tools/corpus/gen_ops.py, seed 25)"
         );
         let out = concat!(env!("CARGO_MANIFEST_DIR"), "/src/tensorcore/calibration.json");
         std::fs::write(out, serde_json::to_string_pretty(&cal)? + "\n")?;

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod bytes;
+pub mod corpus;
 pub mod cost;
 pub mod fusion;
 pub mod graph;

@@ -148,6 +148,9 @@ pub struct ChipModel {
     pub scoped_vmem_bytes: u64,
     /// Whether M = 1 matmuls run on the MXU (calibration).
     pub matvec_on_mxu: bool,
+    /// Largest entry parameter the compiler prefetches into on-chip memory before a program starts (its
+    /// cross-program prefetch; calibration).
+    pub prefetch_budget_bytes: u64,
     /// Whether one compiler device is a megacore pair of TensorCores (spec `megacore`).
     pub megacore: bool,
     /// Common memory (v4's CMEM) bytes, 0 where the chip has none (spec `cmem_bytes`).
@@ -168,6 +171,15 @@ pub struct CalibratedChip {
     /// Whether the compiler runs matrix-vector products (M = 1) on the MXU (tpu7x) rather than as VPU
     /// reduce/loop fusions (v4 to v6e), as read off the compiled records.
     pub matvec_on_mxu: bool,
+    /// Largest entry parameter the compiler prefetches into on-chip memory (`copy-start` with
+    /// `cross_program_prefetch_index`, overlapped and unestimated) so the kernel reads it from there: the larger
+    /// matmul operand when it fits, else the smaller. Read off the corpus op records (testdata/ops/
+    /// corpus_records.jsonl.gz): VMEM less the scoped window on v5e (112 MiB), v6e (96), v5p (48) and tpu7x
+    /// (32), each between the largest operand prefetched (70.1 MiB on v5e/v6e, 23.9 on tpu7x/v5p) and the
+    /// smallest refused (113.8 and 70.1 MiB). 0 (rule off) on v4, whose prefetch lands in CMEM (`S(3)`) and
+    /// whose records disagree on what reading it costs (an f32 23.6 MB weight in 8,566 cycles, far above the
+    /// HBM rate; an fp8 20.5 MB one in 46,935, below it), until that is understood.
+    pub prefetch_budget_bytes: u64,
     /// Fitted constants.
     pub params: TcParams,
 }
@@ -244,6 +256,7 @@ impl ChipModel {
             mxu: MxuGeometry { width: dim, count },
             scoped_vmem_bytes: cal.scoped_vmem_bytes,
             matvec_on_mxu: cal.matvec_on_mxu,
+            prefetch_budget_bytes: cal.prefetch_budget_bytes,
             megacore: s.megacore,
             cmem_bytes: s.cmem_bytes,
             params: cal.params,
@@ -256,6 +269,7 @@ impl ChipModel {
             name: self.name.clone(),
             scoped_vmem_bytes: self.scoped_vmem_bytes,
             matvec_on_mxu: self.matvec_on_mxu,
+            prefetch_budget_bytes: self.prefetch_budget_bytes,
             params: self.params.clone(),
         }
     }

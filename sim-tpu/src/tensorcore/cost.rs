@@ -182,7 +182,7 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
         Work::Mxu(w) => {
-            let plan = plan_mxu(w, chip);
+            let plan = plan_mxu_resident(w, chip, prefetched(w, k.in_bytes, chip));
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -280,6 +280,31 @@ pub struct Residency {
     pub lhs: bool,
     /// The right-hand (weight) operand.
     pub rhs: bool,
+}
+
+/// The operand of a standalone matmul or convolution the compiler prefetches on chip before the program starts
+/// (cross-program prefetch, `ChipModel::prefetch_budget_bytes`): the larger one when it fits the budget, else
+/// the smaller one when it does; the kernel then reads it from on-chip memory, and the prefetch itself, overlapped,
+/// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands).
+pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
+    let elem = w.dtype.bytes();
+    // The weight (right-hand side, or the convolution kernel) in its (8, 128) tiles.
+    let w_bytes = w.batch * w.taps_h * w.taps_w * w.k.div_ceil(8) * 8 * w.n.div_ceil(128) * 128 * elem;
+    let x_bytes = in_bytes.saturating_sub(w_bytes);
+    let budget = chip.prefetch_budget_bytes;
+    let (rhs_larger, large, small) = if w_bytes >= x_bytes {
+        (true, w_bytes, x_bytes)
+    } else {
+        (false, x_bytes, w_bytes)
+    };
+    let rhs = if large <= budget {
+        rhs_larger
+    } else if small <= budget {
+        !rhs_larger
+    } else {
+        return Residency::default();
+    };
+    Residency { lhs: !rhs, rhs }
 }
 
 /// [`plan_mxu`] for operands some of which are VMEM-resident.

@@ -243,11 +243,13 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
     let unpadded = b * (logical_bytes(dtype, &[m, k]) + logical_bytes(dtype, &[k, n]) + logical_bytes(out_t, &[m, n]))
         + if mlp { logical_bytes(dtype, &[n]) } else { 0 };
     let in_bytes = x.bytes() + w.bytes() + bias_bytes;
-    // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU).
-    let work = if m == 1 && b == 1 && !chip.matvec_on_mxu {
+    // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU); nor is N = 1, the
+    // matrix times a vector on the right (a multiply-reduce loop fusion over the matrix rows in every corpus op
+    // record of v4-v6e, testdata/ops/corpus_records.jsonl.gz).
+    let work = if (m == 1 || n == 1) && b == 1 && !chip.matvec_on_mxu {
         Work::Vpu {
             class: VpuClass::Matvec,
-            blocks: blocks(&w),
+            blocks: blocks(if m == 1 { &w } else { &x }),
             elem_bytes: dtype.bytes(),
         }
     } else if k == 1 {
