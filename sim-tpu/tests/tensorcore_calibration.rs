@@ -6,9 +6,7 @@
 
 use std::io::Read;
 
-use sim_tpu::tensorcore::calibration::{
-    compare, grouped, parse_records, report, stats, CalibRecord, HELDOUT_PERCENT,
-};
+use sim_tpu::tensorcore::calibration::{compare, grouped, parse_records, report, stats, CalibRecord, HELDOUT_PERCENT};
 use sim_tpu::tensorcore::{cost, Calibration, ChipModel, CHIP_NAMES};
 
 fn records() -> Vec<CalibRecord> {
