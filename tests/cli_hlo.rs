@@ -203,3 +203,87 @@ fn readme_commands_run() {
     assert!(ran >= 4, "only {ran} commands found");
     std::fs::remove_dir_all(&dir).ok();
 }
+
+/// The band: every answer has `total_cycles_low <= total_cycles <= total_cycles_high`, each kernel a `domain`;
+/// a program the constants were fitted on is inside the calibrated domain by construction (the domain is the
+/// fit records' kernels), so its out-of-domain share is 0 and the human output says so.
+#[test]
+fn json_has_the_band_and_a_domain_per_kernel() {
+    let v = json(&["hlo", BLOCK, "--chip", "v5p", "--json"]);
+    let (lo, t, hi) = (
+        v["total_cycles_low"].as_u64().unwrap(),
+        v["total_cycles"].as_u64().unwrap(),
+        v["total_cycles_high"].as_u64().unwrap(),
+    );
+    assert!(lo < t && t < hi, "{lo} {t} {hi}");
+    assert_eq!(v["out_of_domain_fraction"], 0.0);
+    for k in v["kernels"].as_array().unwrap() {
+        assert_eq!(k["domain"]["calibrated"], true, "{k}");
+        assert!(
+            k["domain"]["class"].is_string() && k["domain"]["cell"].is_object(),
+            "{k}"
+        );
+    }
+    let (code, out, _) = tpusim(&["hlo", BLOCK, "--chip", "v5p"]);
+    assert_eq!(code, 0);
+    assert!(out.contains("80% band from held-out residuals"), "{out}");
+    assert!(out.contains("calibrated domain: 0% of the cycles"), "{out}");
+}
+
+/// A `while` loop is never in the calibrated domain (the calibration programs are loop-free): a scan of 1,000
+/// trips of a matmul and tanh dwarfs the rest, so more than a fifth of the cycles are out of domain and
+/// `--strict` exits 1; without `--strict` it exits 0.
+#[test]
+fn strict_fails_when_more_than_a_fifth_is_out_of_domain() {
+    let text = r#"HloModule scan
+
+body {
+  p = (s32[], f32[128,512]{1,0}, f32[512,512]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  h = f32[128,512]{1,0} get-tuple-element(p), index=1
+  w = f32[512,512]{1,0} get-tuple-element(p), index=2
+  d = f32[128,512]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[128,512]{1,0} tanh(d)
+  ROOT out = (s32[], f32[128,512]{1,0}, f32[512,512]{1,0}) tuple(next, t, w)
+}
+
+cond {
+  p = (s32[], f32[128,512]{1,0}, f32[512,512]{1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  n = s32[] constant(1000)
+  ROOT c = pred[] compare(i, n), direction=LT
+}
+
+ENTRY main {
+  s = s32[] constant(0)
+  h0 = f32[128,512]{1,0} parameter(0)
+  w0 = f32[512,512]{1,0} parameter(1)
+  init = (s32[], f32[128,512]{1,0}, f32[512,512]{1,0}) tuple(s, h0, w0)
+  loop = (s32[], f32[128,512]{1,0}, f32[512,512]{1,0}) while(init), condition=cond, body=body
+  ROOT r = f32[128,512]{1,0} get-tuple-element(loop), index=1
+}
+"#;
+    let dir = common::scratch_dir("cli-hlo-band");
+    let f = dir.join("scan.hlo.txt");
+    std::fs::write(&f, text).unwrap();
+    let f = f.to_str().unwrap();
+    let v = json(&["hlo", f, "--chip", "v5e", "--json"]);
+    let loop_kernel = v["kernels"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|k| k["kind"] == "while")
+        .unwrap();
+    assert_eq!(loop_kernel["domain"]["calibrated"], false);
+    let share = loop_kernel["cycles"].as_f64().unwrap() / v["total_cycles"].as_f64().unwrap();
+    assert!(share > 0.2, "{share}");
+    assert!(v["out_of_domain_fraction"].as_f64().unwrap() >= share);
+    let (code, _, err) = tpusim(&["hlo", f, "--chip", "v5e"]);
+    assert_eq!(code, 0, "{err}");
+    let (code, out, _) = tpusim(&["hlo", f, "--chip", "v5e", "--strict"]);
+    assert_eq!(code, 1);
+    assert!(out.contains("--strict fails"), "{out}");
+    std::fs::remove_dir_all(&dir).ok();
+}

@@ -39,6 +39,10 @@ fn json_output_has_the_schema() {
         "hbm_bytes_unpadded",
         "time_ns",
         "vmem_bytes",
+        "total_cycles_low",
+        "total_cycles_high",
+        "out_of_domain_fraction",
+        "domain",
     ];
     want.sort();
     let mut got = keys.clone();
@@ -202,4 +206,45 @@ fn sparsecore_gather_against_the_published_pallas_figure() {
         .unwrap();
     assert_eq!(out.status.code(), Some(2));
     assert!(String::from_utf8_lossy(&out.stderr).contains("params.rows"));
+}
+
+/// `tpusim op` answers carry the band and a domain verdict. An op case the model was fitted on (outside the
+/// held-out hash window) is in the calibrated domain by construction: `--strict` exits 0; an op family with no
+/// calibration records (`sc_gather`) is outside it: `--strict` exits 1.
+#[test]
+fn op_band_domain_and_strict() {
+    use sim_tpu::tensorcore::calibration::{parse_records, HELDOUT_PERCENT};
+    use std::io::Read;
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&std::fs::read("testdata/ops/tc_records.jsonl.gz").unwrap()[..])
+        .read_to_string(&mut text)
+        .unwrap();
+    let fit = parse_records(&text)
+        .unwrap()
+        .into_iter()
+        .find(|r| {
+            r.chip == "v5e" && r.op.name() == "matmul" && r.total_estimated_cycles > 0 && !r.held_out(HELDOUT_PERCENT)
+        })
+        .unwrap();
+    let spec = serde_json::to_string(&fit.op).unwrap();
+    let (code, out, err) = tpusim(&["op", "--chip", "v5e", "--json", "--strict", &spec], None);
+    assert_eq!(code, 0, "{err}");
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["domain"]["calibrated"], true, "{v}");
+    assert_eq!(v["out_of_domain_fraction"], 0.0);
+    let (lo, c, hi) = (
+        v["total_cycles_low"].as_u64().unwrap(),
+        v["cycles"].as_u64().unwrap(),
+        v["total_cycles_high"].as_u64().unwrap(),
+    );
+    assert!(lo <= c && c <= hi, "{lo} {c} {hi}");
+    let gather = r#"{"op": "sc_gather", "params": {"rows": 4194304, "row_bytes": 512}}"#;
+    let (code, out, _) = tpusim(&["op", "--chip", "tpu7x", "--json", gather], None);
+    assert_eq!(code, 0);
+    let v: serde_json::Value = serde_json::from_str(out.trim()).unwrap();
+    assert_eq!(v["domain"]["calibrated"], false);
+    assert_eq!(v["out_of_domain_fraction"], 1.0);
+    let (code, out, _) = tpusim(&["op", "--chip", "tpu7x", "--strict", gather], None);
+    assert_eq!(code, 1);
+    assert!(out.contains("OUTSIDE the calibrated domain"), "{out}");
 }

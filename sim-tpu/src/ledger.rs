@@ -226,7 +226,9 @@ impl Ledger {
     pub fn refresh(&mut self, c: &Computed) {
         let hlo_params = crate::hlo::hlo_params();
         if let Some(s) = self.set_mut("hlo") {
-            s.heldout = c.hlo.figures("`tpusim hlo` total cycles against the compiler, held-out programs");
+            s.heldout = c
+                .hlo
+                .figures("`tpusim hlo` total cycles against the compiler, held-out programs");
             s.bounds_hit = hlo_bounds_hit(&hlo_params);
         }
         if let Some(r) = self.row_mut("hlo") {
@@ -237,15 +239,12 @@ impl Ledger {
             );
         }
         if let Some(s) = self.set_mut("op") {
-            s.heldout = c.op.figures("`tpusim op` cycles against the compiler, held-out op cases");
+            s.heldout =
+                c.op.figures("`tpusim op` cycles against the compiler, held-out op cases");
             s.bounds_hit = op_bounds_hit(&Calibration::embedded());
         }
         if let Some(r) = self.row_mut("op") {
-            r.result = format!(
-                "held out from the fit ({} records): {}",
-                c.op.records(),
-                c.op.summary()
-            );
+            r.result = format!("held out from the fit ({} records): {}", c.op.records(), c.op.summary());
         }
         let cov = |b: &crate::band::ModelBand| {
             format!(
@@ -258,13 +257,11 @@ impl Ledger {
         if let Some(s) = self.set_mut("band") {
             s.heldout = vec![
                 Figure {
-                    what: "`tpusim hlo` band coverage: held-out programs inside the 80% band built without them"
-                        .into(),
+                    what: "`tpusim hlo` band coverage: held-out programs inside the 80% band built without them".into(),
                     value: cov(&c.band.hlo),
                 },
                 Figure {
-                    what: "`tpusim op` band coverage: held-out op cases inside the 80% band built without them"
-                        .into(),
+                    what: "`tpusim op` band coverage: held-out op cases inside the 80% band built without them".into(),
                     value: cov(&c.band.op),
                 },
             ];
@@ -331,11 +328,7 @@ mod tests {
 
     #[test]
     fn figures_by_hand() {
-        let e = ErrorFigures::of(&[
-            ("v4".into(), 0.1),
-            ("v4".into(), 0.3),
-            ("v5e".into(), 0.2),
-        ]);
+        let e = ErrorFigures::of(&[("v4".into(), 0.1), ("v4".into(), 0.3), ("v5e".into(), 0.2)]);
         assert_eq!(e.per_chip["all"], (3, 0.2, 0.3));
         assert_eq!(e.per_chip["v4"], (2, 0.1, 0.3));
         assert_eq!(e.summary(), "median error 10.0-20.0 % per chip, p90 20.0-30.0 %");

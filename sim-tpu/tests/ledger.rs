@@ -18,10 +18,7 @@ fn ledger_figures_are_current() {
     let embedded = Ledger::embedded().unwrap();
     let mut fresh = embedded.clone();
     fresh.refresh(&support::records::ledger_computed(&root(), BAND_COMMAND).unwrap());
-    assert_eq!(
-        fresh, embedded,
-        "sim-tpu/src/ledger.json is stale: run `{COMMAND}`"
-    );
+    assert_eq!(fresh, embedded, "sim-tpu/src/ledger.json is stale: run `{COMMAND}`");
 }
 
 #[test]
@@ -41,12 +38,20 @@ fn readme_agreement_table_is_generated_from_the_ledger() {
 fn every_set_has_a_provenance_and_rows_quote_heldout_figures_only() {
     let l = Ledger::embedded().unwrap();
     for s in &l.constant_sets {
-        assert!(!s.fitted_on.is_empty() && !s.file.is_empty() && !s.command.is_empty(), "{}", s.id);
+        assert!(
+            !s.fitted_on.is_empty() && !s.file.is_empty() && !s.command.is_empty(),
+            "{}",
+            s.id
+        );
         assert!(root().join(&s.file).exists(), "{}: {}", s.id, s.file);
     }
     for id in ["op", "hlo", "band"] {
         let r = l.agreement.iter().find(|r| r.id == id).unwrap();
-        assert!(r.result.contains("held out") || r.result.contains("left out"), "{id}: {}", r.result);
+        assert!(
+            r.result.contains("held out") || r.result.contains("left out"),
+            "{id}: {}",
+            r.result
+        );
     }
     let g = l.agreement.iter().find(|r| r.id == "sc_gather").unwrap();
     assert!(g.result.contains("no held-out figure"), "{}", g.result);

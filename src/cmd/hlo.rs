@@ -105,7 +105,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             out,
             "calibrated domain: {} of the cycles in kernels outside it{}",
             sim_core::units::percent(r.band.out_of_domain_fraction),
-            if r.band.strict_fails() { " (more than a fifth: --strict fails)" } else { "" }
+            if r.band.strict_fails() {
+                " (more than a fifth: --strict fails)"
+            } else {
+                ""
+            }
         )?;
         writeln!(
             out,

@@ -44,7 +44,11 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
         sim_core::units::bytes(s.vmem_bytes),
         s.bound
     )?;
-    let per_cycle_us = if s.cycles == 0 { 0.0 } else { s.time_ns / 1e3 / s.cycles as f64 };
+    let per_cycle_us = if s.cycles == 0 {
+        0.0
+    } else {
+        s.time_ns / 1e3 / s.cycles as f64
+    };
     writeln!(
         out,
         "  band {}-{} cycles ({}-{}, {:.0}% band from held-out residuals); {}",
@@ -55,7 +59,10 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
         sim_tpu::band::BAND_LEVEL * 100.0,
         match &s.domain {
             Some(d) if d.calibrated => format!("calibrated domain ({} of this size and intensity)", d.class.as_str()),
-            Some(d) => format!("OUTSIDE the calibrated domain ({}: no fit record of this size and intensity)", d.class.as_str()),
+            Some(d) => format!(
+                "OUTSIDE the calibrated domain ({}: no fit record of this size and intensity)",
+                d.class.as_str()
+            ),
             None => "no domain verdict".to_string(),
         }
     )?;

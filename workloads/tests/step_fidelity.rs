@@ -292,3 +292,40 @@ fn dense_hlo_stage_equals_the_hlo_total() {
     let by_hand = 479 * 1024 + 1024 + 1024 * 1024 + 1024 + 1024 * 512 + 512 + 512 * 256 + 256 + 256 + 1;
     assert_eq!(d.parameters, by_hand);
 }
+
+/// `dense.hlo` carries the program's band into the step time: the step with every program cycle moved to the
+/// band's ends, `(total - low)` and `(high - total)` cycles of the HLO clock in microseconds.
+#[test]
+fn dense_hlo_band_carries_into_the_step_time() {
+    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/workloads/hlo-dense.toml");
+    let mut w = Workload::parse(&std::fs::read_to_string(file).unwrap()).unwrap();
+    w.resolve_paths(std::path::Path::new(file).parent().unwrap());
+    let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
+    let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
+    let model = sim_tpu::hlo::chip_model(&chip).unwrap();
+    let cost = sim_tpu::hlo::cost_module(&sim_tpu::hlo::HloModule::parse(&text).unwrap(), &model).unwrap();
+    let (band, _) = sim_tpu::band::hlo_band(&cost, &sim_tpu::band::BandData::embedded().hlo);
+    let s = run(&w).summary;
+    let us = |c: u64| c as f64 / model.clock_hz * 1e6;
+    let low = s.step_time_low_us.expect("a dense.hlo run has a band");
+    let high = s.step_time_high_us.unwrap();
+    // Kernel cycles are rounded to the step clock one by one: allow a cycle per kernel.
+    let slack = us(cost.kernels.len() as u64);
+    assert!(
+        (s.step_time_us - low - us(cost.total_cycles - band.total_cycles_low)).abs() <= slack,
+        "low {low} step {}",
+        s.step_time_us
+    );
+    assert!(
+        (high - s.step_time_us - us(band.total_cycles_high - cost.total_cycles)).abs() <= slack,
+        "high {high} step {}",
+        s.step_time_us
+    );
+    assert!(low < s.step_time_us && s.step_time_us < high);
+    assert_eq!(s.dense_out_of_domain_fraction, Some(band.out_of_domain_fraction));
+    // Without dense.hlo there is no band, and the JSON keeps its fields.
+    let plain = run(&Workload::preset("dlrm-small").unwrap()).summary;
+    assert_eq!((plain.step_time_low_us, plain.step_time_high_us), (None, None));
+    let v = serde_json::to_value(&plain).unwrap();
+    assert!(v.get("step_time_low_us").is_none());
+}

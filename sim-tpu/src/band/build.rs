@@ -265,14 +265,6 @@ pub fn op_band_from_records(records: &[CalibRecord], heldout_percent: u64) -> Re
 mod tests {
     use super::*;
 
-    fn k(class: &str, cycles: u64) -> BandKernel {
-        BandKernel {
-            class: KernelClass::of_op(class),
-            cell: ShapeCell::of(1 << 20, 1 << 20),
-            cycles,
-        }
-    }
-
     #[test]
     fn weighted_quantiles_by_hand() {
         let v = [(3.0, 1.0), (1.0, 1.0), (2.0, 2.0)];

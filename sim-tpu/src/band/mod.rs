@@ -186,7 +186,11 @@ impl TotalBand {
 
     /// The band in microseconds, given the total's cycles and microseconds (the same clock).
     pub fn time_us(&self, total_cycles: u64, time_us: f64) -> (f64, f64) {
-        let per = if total_cycles == 0 { 0.0 } else { time_us / total_cycles as f64 };
+        let per = if total_cycles == 0 {
+            0.0
+        } else {
+            time_us / total_cycles as f64
+        };
         (self.total_cycles_low as f64 * per, self.total_cycles_high as f64 * per)
     }
 }

@@ -56,7 +56,10 @@ pub fn hlo_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std
         let text = hlo_text(root, &r.hlo).ok_or_else(|| format!("{}: missing", r.hlo))?;
         let m = HloModule::parse(&text)?;
         let c = cost_module(&m, &sim_tpu::tensorcore::ChipModel::preset(&r.chip)?)?;
-        out.push((r.chip.clone(), ratio_error(c.total_cycles as f64, r.total_estimated_cycles)));
+        out.push((
+            r.chip.clone(),
+            ratio_error(c.total_cycles as f64, r.total_estimated_cycles),
+        ));
     }
     Ok(out)
 }
@@ -73,7 +76,10 @@ pub fn op_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std:
 }
 
 /// Everything the ledger computes.
-pub fn ledger_computed(root: &Path, band_command: &str) -> Result<sim_tpu::ledger::Computed, Box<dyn std::error::Error>> {
+pub fn ledger_computed(
+    root: &Path,
+    band_command: &str,
+) -> Result<sim_tpu::ledger::Computed, Box<dyn std::error::Error>> {
     use sim_tpu::ledger::{Computed, ErrorFigures};
     Ok(Computed {
         hlo: ErrorFigures::of(&hlo_heldout_errors(root)?),
