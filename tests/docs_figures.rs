@@ -67,3 +67,23 @@ fn readme_caption_quotes_the_pipelining_speedup() {
         );
     }
 }
+
+/// Staleness is told one way: the README and the lesson page carry the definition the CLI, the
+/// figures and the report use, and neither says "late" for it.
+#[test]
+fn staleness_is_told_once() {
+    let root = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    let readme = std::fs::read_to_string(root.join("README.md")).unwrap();
+    let def = sim_core::summary::STALENESS;
+    assert!(readme.contains(def), "README lacks: {def}");
+    let page = reports::lesson_html("{}");
+    assert!(page.contains(def), "lesson page lacks: {def}");
+    for text in [&readme, &page] {
+        assert!(!text.contains("steps late") && !text.contains("step late"));
+        assert!(!text.contains("two steps stale") && !text.contains("1 step late"));
+    }
+    // The lesson says what staleness costs, and where to see it.
+    assert!(page.contains("What it costs is accuracy") && page.contains("--functional"));
+    // The lesson's colours are the figures' palette.
+    assert!(page.contains(&reports::palette::css_vars()));
+}

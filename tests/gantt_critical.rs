@@ -148,3 +148,32 @@ fn figures_and_runs_share_their_names() {
         assert!(reports::palette::stage(s.key()).is_some(), "{}", s.key());
     }
 }
+
+/// The example: the default host.threads = 4 made a 40-table model 6x slower without
+/// saying so. A host-bound run names the host, the setting and a thread count; with that many
+/// threads the host no longer sets the step.
+#[test]
+fn a_host_bound_run_says_how_many_threads_would_do() {
+    let r = run("balanced", 4, Pipelining::Pipelined, |w| w.host.threads = 4);
+    assert_eq!(r.bottleneck_stage.map(|s| s.key()), Some("host"), "{}", r.bottleneck);
+    let s = &r.bottleneck;
+    assert!(
+        s.starts_with("host input pipeline-bound") && s.contains("host.threads = 4"),
+        "{s}"
+    );
+    let need: u32 = s
+        .split("about ")
+        .nth(1)
+        .and_then(|t| t.split(' ').next())
+        .and_then(|n| n.parse().ok())
+        .unwrap_or_else(|| panic!("no thread count in: {s}"));
+    assert!(need > 4, "{s}");
+    let fixed = run("balanced", 4, Pipelining::Pipelined, |w| w.host.threads = need);
+    assert_ne!(
+        fixed.bottleneck_stage.map(|s| s.key()),
+        Some("host"),
+        "{}",
+        fixed.bottleneck
+    );
+    assert!(fixed.summary.step_time_us < r.summary.step_time_us / 2.0);
+}

@@ -937,7 +937,7 @@ mod tests {
             "SparseCore backward (update)",
             "TensorCore forward",
             "TensorCore backward",
-            STALENESS,
+            STALENESS.replace('\'', "&apos;").as_str(),
             "training step",
             "sequential: step time 100.0 µs",
             "pipelined: step time 60.0 µs",
@@ -999,7 +999,7 @@ mod tests {
         }
         let busy = std::fs::read_to_string(dir.join("busy.svg")).unwrap();
         for text in [
-            "busy (% of the measured steps' time)",
+            "busy (% of the measured steps&apos; time)",
             "TensorCore",
             "SparseCore",
             "HBM",

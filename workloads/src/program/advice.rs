@@ -116,9 +116,34 @@ fn advice(stage: Stage, p: &Plan, m: &Measured) -> String {
         }
         Stage::KernelLaunch => "a larger batch per chip amortises the fixed cost of each kernel".into(),
         Stage::TcProgram => "see `tpusim hlo` on your program for the kernels that dominate it; more chips shrink the batch each replica runs".into(),
-        Stage::Host => "add host preprocessing threads or prefetch depth".into(),
+        Stage::Host => host_advice(p, m),
         Stage::Pcie => "send fewer ids per step (dedup on the host) or use a chip with a faster host link".into(),
     }
+}
+
+/// Host-bound: how many preprocessing threads would bring the host's time per step under the
+/// busiest device unit's (host time scales as 1/threads).
+fn host_advice(p: &Plan, m: &Measured) -> String {
+    let threads = p.w.host.threads.max(1) as f64;
+    let step = m.step_ps as f64;
+    let host = m.busy.host * step;
+    let sc = m.sc_each.iter().copied().fold(0.0, f64::max);
+    let (unit, busy) = if m.busy.tc >= sc {
+        ("TensorCore", m.busy.tc)
+    } else {
+        ("busiest SparseCore", sc)
+    };
+    let device = busy * step;
+    if device <= 0.0 || host <= device {
+        return "add host preprocessing threads (host.threads) or prefetch depth".into();
+    }
+    let need = (threads * host / device).ceil() as u64;
+    format!(
+        "the host preprocesses a step in {} with host.threads = {}; about {need} threads would bring that under the {unit}'s {} per step",
+        us(host as u64),
+        p.w.host.threads,
+        us(device as u64)
+    )
 }
 
 fn us(ps: u64) -> String {
