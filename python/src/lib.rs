@@ -616,6 +616,20 @@ fn sweep_write(plan: &str, points: &Bound<'_, PyAny>, output: &Bound<'_, PyAny>)
     })
 }
 
+/// The answers of a sweep (what `tpusim sweep --json` prints under "answers"): per configuration the
+/// best throughput that fits, the cheapest configuration reaching the plan's target with its limits,
+/// and the prices with currency and source.
+#[pyfunction]
+fn sweep_answers(py: Python<'_>, plan: &str, points: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    guard(|| {
+        let plan = parse_plan(plan)?;
+        let points: Vec<tpusim_api::sweep::SweepPoint> =
+            serde_json::from_str(&json_text_value(points)?).map_err(|e| bad(format!("points: not sweep rows: {e}")))?;
+        let answers = serde_json::to_value(tpusim_api::sweep::answers(&plan, &points)).map_err(|e| bad(e.to_string()))?;
+        to_py(py, &answers)
+    })
+}
+
 /// The extension module.
 #[pymodule]
 fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
@@ -632,5 +646,6 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(sweep_len, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_configs, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_write, m)?)?;
+    m.add_function(wrap_pyfunction!(sweep_answers, m)?)?;
     Ok(())
 }

@@ -263,12 +263,44 @@ def test_sweep_matches_cli_file_for_file(cli, tmp_path):
         tpusim.sweep_configs(plan, [8])
 
 
+def test_sweep_target_and_prices_give_the_cli_answers(cli, tmp_path):
+    code, out, err = cli("sweep", *GRID_FLAGS, "--target", "1e7", "--price", "v6e=0.5", "--json", "-o", tmp_path)
+    assert code == 0, err
+    expected = json.loads(out)["answers"]
+    plan = tpusim.sweep_plan(**GRID, target=1e7, prices={"v6e": 0.5})
+    rows = tpusim.sweep_configs(plan, range(8), jobs=1)
+    answers = tpusim.sweep_answers(plan, rows)
+    assert same_json(answers, expected)
+    # 4 chips x 0.50 USD: the cheapest configuration reaching the target is a 4 x v6e one.
+    assert (answers["cheapest"]["chip"], answers["cheapest"]["chips"]) == ("v6e", 4)
+    assert {p["chip"]: (p["per_chip_hour"], p["currency"], p["source"]) for p in answers["prices"]} == {
+        "v5p": (4.2, "USD", "assumed"), "v6e": (0.5, "USD", "given")}
+    df = tpusim.sweep_frame(**GRID, target=1e7, prices={"v6e": 0.5}, jobs=1) if _has_pandas() else None
+    if df is not None:
+        assert same_json(df.attrs["answers"], expected)
+    with pytest.raises(tpusim.Error, match="valid keys: v4, v5e, v5p, v6e, tpu7x"):
+        tpusim.sweep(**GRID, prices={"v5x": 1.0})
+    with pytest.raises(tpusim.Error, match="--price v5p=-1"):
+        tpusim.sweep(**GRID, prices={"v5p": -1.0})
+    with pytest.raises(tpusim.Error, match="--target"):
+        tpusim.sweep(**GRID, target=float("nan"))
+
+
+def _has_pandas() -> bool:
+    try:
+        import pandas  # noqa: F401
+    except ImportError:
+        return False
+    return True
+
+
 def test_sweep_frame_and_errors():
     pd = pytest.importorskip("pandas")
     df = tpusim.sweep_frame(preset="dlrm-small", chip="v5p", chips=4, batch="1024..4096x2", steps=2)
     assert isinstance(df, pd.DataFrame)
     assert list(df.columns) == ["chip", "chips", "batch", "step_time_us", "samples_per_s", "fits", "bottleneck",
-                                "needed_max_ids", "needed_max_unique_ids", "cost_per_hour", "error", "fit_reasons"]
+                                "needed_max_ids", "needed_max_unique_ids", "cost_per_hour", "error", "fit_reasons",
+                                "minibatches_per_step", "limits", "price_per_chip_hour", "currency", "price_source"]
     assert list(df["batch"]) == [1024, 2048, 4096]
     with pytest.raises(tpusim.Error, match="v9"):
         tpusim.sweep(preset="dlrm-small", chip=["v9"], chips=[4], batch=[1024])

@@ -33,6 +33,7 @@ __all__ = [
     "sweep_plan",
     "sweep_configs",
     "sweep_write",
+    "sweep_answers",
 ]
 
 PathLike = Union[str, "os.PathLike[str]"]
@@ -131,11 +132,13 @@ def sweep_plan(workload: PathLike | None = None, preset: str | None = None, chip
                chips: Sequence[int] | int = (), batch: Sequence[int] | int | str = (),
                limits: PathLike | None = None, steps: int = 4,
                overrides: Mapping[str, Any] | Sequence[str] | None = None,
-               prices: Mapping[str, float] | None = None) -> str:
+               prices: Mapping[str, float] | None = None, target: float | None = None) -> str:
     """The plan of a sweep (JSON text): the workload and every configuration in a fixed order.
-    Pass it with configuration indices to :func:`sweep_configs`, anywhere ``tpusim`` is installed."""
+    Pass it with configuration indices to :func:`sweep_configs`, anywhere ``tpusim`` is installed.
+    ``prices`` (USD per chip-hour, >= 0, keys v4, v5e, v5p, v6e, tpu7x) and ``target`` (samples/s)
+    are ``--price`` and ``--target``."""
     return _native.sweep_plan(workload, preset, _seq(chip), _seq(chips), _batches(batch), limits, steps,
-                              overrides, None, None if prices is None else dict(prices))
+                              overrides, target, None if prices is None else dict(prices))
 
 
 def sweep_configs(plan: str, indices: Iterable[int], jobs: int | None = None) -> list[dict]:
@@ -150,23 +153,40 @@ def sweep_write(plan: str, rows: Sequence[Mapping[str, Any]], output: PathLike) 
     return _native.sweep_write(plan, list(rows), output)
 
 
+def sweep_answers(plan: str, rows: Sequence[Mapping[str, Any]]) -> dict:
+    """The answers of a sweep, as ``tpusim sweep --json`` prints them under ``answers``:
+    ``best_throughput_that_fits`` per chip and chip count (the batch it needs), ``largest_batch_that_fits``,
+    ``cheapest`` (the cheapest fitting configuration reaching the plan's target, with its ``limits``)
+    and ``prices`` (per chip-hour, with ``currency`` and ``source``)."""
+    return _native.sweep_answers(plan, list(rows))
+
+
 def sweep(workload: PathLike | None = None, preset: str | None = None, chip: Sequence[str] | str = (),
           chips: Sequence[int] | int = (), batch: Sequence[int] | int | str = (),
           limits: PathLike | None = None, executor: str | None = None, *, steps: int = 4,
           overrides: Mapping[str, Any] | Sequence[str] | None = None, jobs: int | None = None,
           chunk_size: int | None = None, output: PathLike | None = None,
-          prices: Mapping[str, float] | None = None) -> list[dict]:
+          prices: Mapping[str, float] | None = None, target: float | None = None) -> list[dict]:
     """A capacity sweep over ``chip`` x ``chips`` x ``batch``: the rows of ``tpusim sweep``'s
     ``sweep.json`` (chip, chips, batch, step_time_us, samples_per_s, fits, bottleneck,
-    needed_max_ids, needed_max_unique_ids, cost_per_hour, error, fit_reasons), in configuration order.
+    needed_max_ids, needed_max_unique_ids, cost_per_hour, error, fit_reasons, minibatches_per_step,
+    limits, price_per_chip_hour, currency, price_source), in configuration order.
 
-    ``batch`` is a list, an int or ``"4096..65536x2"``; ``prices`` per chip-hour override the assumed
-    ones in ``cost_per_hour`` (``--price``); ``overrides`` are ``--set`` keys for every configuration. ``executor=None`` runs on this machine's
+    ``batch`` is a list, an int or ``"4096..65536x2"``; ``prices`` per chip-hour (USD) override the
+    assumed ones in ``cost_per_hour`` (``--price``); ``target`` samples/s is ``--target`` (drawn on
+    the chart ``output`` writes; :func:`sweep_frame` puts the answers, with the cheapest configuration
+    reaching it, in ``df.attrs["answers"]``); ``overrides`` are ``--set`` keys for every configuration. ``executor=None`` runs on this machine's
     cores (``jobs`` threads); ``executor="ray"`` runs each chunk of ``chunk_size`` configurations as
     a Ray task on the cluster ``ray.init(address="auto")`` (or ``RAY_ADDRESS``) finds, else on a local
     one. Both give the same rows in the same order. ``output`` also writes the CLI's files there.
     """
-    plan = sweep_plan(workload, preset, chip, chips, batch, limits, steps, overrides, prices)
+    return _sweep(workload, preset, chip, chips, batch, limits, executor, steps=steps, overrides=overrides,
+                  jobs=jobs, chunk_size=chunk_size, output=output, prices=prices, target=target)[1]
+
+
+def _sweep(workload, preset, chip, chips, batch, limits, executor, *, steps, overrides, jobs, chunk_size, output,
+           prices, target) -> tuple[str, list[dict]]:
+    plan = sweep_plan(workload, preset, chip, chips, batch, limits, steps, overrides, prices, target)
     n = _native.sweep_len(plan)
     if executor is None or executor == "local":
         rows = sweep_configs(plan, range(n), jobs)
@@ -178,18 +198,27 @@ def sweep(workload: PathLike | None = None, preset: str | None = None, chip: Seq
         raise Error(f"executor: '{executor}', expected None, 'local' or 'ray'")
     if output is not None:
         sweep_write(plan, rows, output)
-    return rows
+    return plan, rows
 
 
-def sweep_frame(*args: Any, **kwargs: Any):
-    """:func:`sweep` as a pandas DataFrame (one row per configuration; needs pandas)."""
+def sweep_frame(workload: PathLike | None = None, preset: str | None = None, chip: Sequence[str] | str = (),
+                chips: Sequence[int] | int = (), batch: Sequence[int] | int | str = (),
+                limits: PathLike | None = None, executor: str | None = None, *, steps: int = 4,
+                overrides: Mapping[str, Any] | Sequence[str] | None = None, jobs: int | None = None,
+                chunk_size: int | None = None, output: PathLike | None = None,
+                prices: Mapping[str, float] | None = None, target: float | None = None):
+    """:func:`sweep` as a pandas DataFrame (one row per configuration; needs pandas), with the
+    answers of :func:`sweep_answers` in ``df.attrs["answers"]``."""
     try:
         import pandas as pd
     except ImportError as e:  # pragma: no cover - depends on the environment
         raise ImportError("tpusim.sweep_frame needs pandas: pip install pandas") from e
-    rows = sweep(*args, **kwargs)
+    plan, rows = _sweep(workload, preset, chip, chips, batch, limits, executor, steps=steps, overrides=overrides,
+                        jobs=jobs, chunk_size=chunk_size, output=output, prices=prices, target=target)
     columns = list(rows[0].keys()) if rows else None
-    return pd.DataFrame(rows, columns=columns)
+    df = pd.DataFrame(rows, columns=columns)
+    df.attrs["answers"] = sweep_answers(plan, rows)
+    return df
 
 
 def _seq(x: Any) -> Any:
