@@ -17,8 +17,11 @@ fn contract_spec(p: &Plan) -> PreprocessSpec {
     s
 }
 
-/// Per stack: (compiles, message) as `run` says it and as `limits validate` says it.
-fn verdicts(w: &Workload) -> Vec<(String, (bool, String), (bool, String))> {
+/// A compile verdict: whether it compiles, and the message.
+type Verdict = (bool, String);
+
+/// Per stack: its verdict as `run` says it and as `limits validate` says it.
+fn verdicts(w: &Workload) -> Vec<(String, Verdict, Verdict)> {
     let plan = resolve(w, None).unwrap_or_else(|e| panic!("{}: {e}", w.name));
     if !plan.has_sparsecore_tables() {
         return Vec::new();
