@@ -144,7 +144,9 @@ fn check_preset(preset: &str, pipelining: Option<Pipelining>) {
     let w = Workload::preset(preset).unwrap();
     let flows = t.events.iter().filter(|e| e["ph"] == "s").count();
     let pipelined = pipelining.unwrap_or(w.pipelining) == Pipelining::Pipelined;
-    assert_eq!(flows, if pipelined { w.steps as usize - 2 } else { 0 }, "{label}");
+    // Every simulated step: warm-up, the steps asked for and drain.
+    let simulated = (r.summary.warmup_steps + w.steps as u64 + r.summary.drain_steps) as usize;
+    assert_eq!(flows, if pipelined { simulated - 2 } else { 0 }, "{label}");
 
     // The summary's figures, added up from the trace over the window it was measured in.
     let win = t
