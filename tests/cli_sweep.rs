@@ -344,15 +344,17 @@ fn prices_carry_their_currency_and_source_and_bad_prices_or_targets_are_refused(
     };
     // Fitting rows: no error and no fit_reasons, so no quoted field.
     let rows: Vec<Vec<&str>> = lines.map(|l| l.split(',').collect()).collect();
-    let price = |r: &Vec<&str>| {
-        [
-            r[col("price_per_chip_hour")],
-            r[col("currency")],
-            r[col("price_source")],
-        ]
-    };
-    assert_eq!(price(&rows[0]), ["1.50", "USD", "given"]);
-    assert_eq!(price(&rows[1]), ["2.70", "USD", "assumed"]);
+    for (row, want) in [
+        (&rows[0], ["1.50", "USD", "given"]),
+        (&rows[1], ["2.70", "USD", "assumed"]),
+    ] {
+        let got = [
+            row[col("price_per_chip_hour")],
+            row[col("currency")],
+            row[col("price_source")],
+        ];
+        assert_eq!(got, want);
+    }
     // 4 chips x 1.50 per hour; the error and fit_reasons columns stay last.
     assert_eq!(rows[0][col("cost_per_hour")], "6.00");
     assert_eq!(col("fit_reasons"), header.len() - 1);
