@@ -123,7 +123,7 @@ fn parse_batches_inner(text: &str) -> anyhow::Result<Vec<u64>> {
 fn check_batches(batches: &[u64]) -> anyhow::Result<()> {
     let max = workloads::spec::MAX_GLOBAL_BATCH;
     if let Some(b) = batches.iter().find(|&&b| b == 0 || b > max) {
-        anyhow::bail!("--batch {b}: a global batch must be 1 to {max} samples per step");
+        anyhow::bail!("--batch {b}: global_batch must be 1 to {max} samples per step");
     }
     Ok(())
 }
@@ -152,7 +152,6 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
         }
         base.limits.file = Some(absolute(file));
     }
-    check_batches(&req.batches)?;
     let prices = prices::prices(&req.prices)?;
     prices::check_target(req.target)?;
     for c in &req.chip {
@@ -172,6 +171,7 @@ fn plan_inner(req: &SweepRequest) -> anyhow::Result<SweepPlan> {
             "--chip x --chips x --batch make {count} configurations, more than the {max_configs} a sweep runs; raise the bound with --max-configs"
         );
     }
+    check_batches(&req.batches)?;
     // Stated bounds first: steps and ids of every configuration, before any id is generated.
     base.check_bounds(&req.bounds)?;
     let mut configs = Vec::new();

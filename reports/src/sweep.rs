@@ -106,12 +106,12 @@ pub const SWEEP_FILES: [&str; 8] = [
 /// `sweep.csv`: one line per point.
 pub fn sweep_csv(points: &[SweepPoint]) -> String {
     let mut csv = String::from(
-        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,error,fit_reasons,minibatches_per_step,price_per_chip_hour,currency,price_source\n",
+        "chip,chips,batch,step_time_us,samples_per_s,fits,needed_max_ids,needed_max_unique_ids,cost_per_hour,minibatches_per_step,price_per_chip_hour,currency,price_source,error,fit_reasons\n",
     );
     for p in points {
         let _ = writeln!(
             csv,
-            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{},{},{},{:.2},{},{}",
+            "{},{},{},{:.3},{:.1},{},{},{},{:.2},{},{:.2},{},{},{},{}",
             p.chip,
             p.chips,
             p.batch,
@@ -121,12 +121,12 @@ pub fn sweep_csv(points: &[SweepPoint]) -> String {
             p.needed_max_ids,
             p.needed_max_unique_ids,
             p.cost_per_hour,
-            p.error.clone().unwrap_or_default().replace(',', ";"),
-            csv_field(&sim_core::summary::fit_reasons_text(&p.fit_reasons)),
             p.minibatches_per_step,
             p.price_per_chip_hour,
             csv_field(&p.currency),
-            p.price_source.as_str()
+            p.price_source.as_str(),
+            p.error.clone().unwrap_or_default().replace(',', ";"),
+            csv_field(&sim_core::summary::fit_reasons_text(&p.fit_reasons))
         );
     }
     csv
