@@ -81,6 +81,9 @@ fn main() -> ExitCode {
             std::process::exit(130);
         });
     }
+    // Every file the command writes is one output set: in place together when it succeeds (exit 0
+    // or 1), none of them when it fails.
+    let outputs = sim_core::output::OutputSet::begin();
     let result = match cli.command {
         Command::Layout(a) => cmd::layout::run(a),
         Command::Preprocess(a) => cmd::preprocess::run(a),
@@ -95,6 +98,14 @@ fn main() -> ExitCode {
         Command::Explain(a) => cmd::explain::run(a),
         Command::Demo(a) => cmd::demo::run(a),
     };
+    let result = result.and_then(|code| {
+        if code <= 1 {
+            outputs.commit()?;
+        } else {
+            drop(outputs);
+        }
+        Ok(code)
+    });
     match result {
         Ok(code) => ExitCode::from(code),
         Err(e) => {

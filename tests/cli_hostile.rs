@@ -12,6 +12,8 @@ struct Case {
     args: Vec<String>,
     code: i32,
     says: String,
+    /// Paths that must not exist after the case (outputs of a failing command: all or nothing).
+    absent: Vec<PathBuf>,
 }
 
 fn case(args: &[&str], code: i32, says: &str) -> Case {
@@ -19,7 +21,42 @@ fn case(args: &[&str], code: i32, says: &str) -> Case {
         args: args.iter().map(|s| s.to_string()).collect(),
         code,
         says: says.into(),
+        absent: Vec::new(),
     }
+}
+
+/// A case that must also leave none of `absent` behind.
+fn case_leaving(args: &[&str], code: i32, says: &str, absent: &[&Path]) -> Case {
+    Case {
+        absent: absent.iter().map(|p| p.to_path_buf()).collect(),
+        ..case(args, code, says)
+    }
+}
+
+/// A stored zip of several members (names and bytes), as `np.savez` writes them.
+fn zip_members(members: &[(&str, Vec<u8>)]) -> Vec<u8> {
+    let mut out = Vec::new();
+    let mut central = Vec::new();
+    for (name, data) in members {
+        let one = zip_one(name, data, None);
+        let local_len = 30 + name.len() + data.len();
+        let at = out.len() as u32;
+        out.extend_from_slice(&one[..local_len]);
+        let mut cd = one[local_len..local_len + 46 + name.len()].to_vec();
+        cd[42..46].copy_from_slice(&at.to_le_bytes());
+        central.extend_from_slice(&cd);
+    }
+    let cd_at = out.len() as u32;
+    out.extend_from_slice(&central);
+    out.extend_from_slice(&0x0605_4b50u32.to_le_bytes());
+    let n = members.len() as u16;
+    out.extend_from_slice(&[0, 0, 0, 0]);
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&n.to_le_bytes());
+    out.extend_from_slice(&(central.len() as u32).to_le_bytes());
+    out.extend_from_slice(&cd_at.to_le_bytes());
+    out.extend_from_slice(&0u16.to_le_bytes());
+    out
 }
 
 /// Where the generated files go: `TPUSIM_HOSTILE_KEEP` (kept, see tools/hostile/README.md) or a
@@ -481,13 +518,12 @@ fn cases(dir: &Path) -> Vec<Case> {
     for (name, bytes, code, says) in [
         ("defl-ok", zip_deflated("user_id.npy", &good, None), 2, "history"),
         ("defl-small", zip_deflated("user_id.npy", &good, Some(16)), 2, "user_id"),
-        // Declares 4 GiB but inflates to the good array: read as what it holds (bounded), then the
-        // other features are missing.
+        // Declares 4 GiB but inflates to the good array: refused, the headers disagree with the data.
         (
             "defl-huge",
             zip_deflated("user_id.npy", &good, Some(u32::MAX)),
             2,
-            "history",
+            "declare",
         ),
         (
             "defl-bomb",
@@ -1131,6 +1167,440 @@ fn cases(dir: &Path) -> Vec<Case> {
     v.push(case(&["nope"], 2, "nope"));
     v.push(case(&["run", "--bogus-flag"], 2, "--bogus-flag"));
     v.push(case(&["demo", "--out", "/proc/tpusim-cannot-write-here"], 2, ""));
+    v.extend(mistakes(dir));
+    v
+}
+
+/// The example of the preprocess contract: (SPEC.json, ids.npz).
+const EXAMPLE_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");
+const EXAMPLE_IDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/ids.npz");
+const SCALE_CFG: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/scale.cfg");
+
+/// A limits file setting `max_ids` for one stack name.
+fn limits_file(dir: &Path, name: &str, stack: &str, max_ids: u64) -> String {
+    let text = format!(
+        r#"{{"stacks": {{"{stack}": {{"max_ids_per_partition": {max_ids}, "max_unique_ids_per_partition": 8}}}}}}"#
+    );
+    file(dir, name, text.as_bytes())
+}
+
+/// The user's mistakes (issue 26): names that match nothing, inputs that disagree with each other,
+/// values that cannot mean anything, and outputs of failing commands, which must leave no file.
+fn mistakes(dir: &Path) -> Vec<Case> {
+    let mut v = mistaken_names(dir);
+    v.extend(mistaken_ids(dir));
+    v.extend(mistaken_values(dir));
+    v.extend(half_written_outputs(dir));
+    v
+}
+
+/// Names in limits files, FDO directories, `stack_limits` and workloads that match nothing.
+fn mistaken_names(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
+    let limits = |name: &str, stack: &str, max_ids: u64| limits_file(dir, name, stack, max_ids);
+    // Names that match nothing: a limits file, an FDO directory, a spec's stack_limits, a workload.
+    let typo = limits("typo-limits.json", "usr_item", 64);
+    v.push(case(
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &typo, "--ids", ids,
+        ],
+        2,
+        "did you mean 'user_item'",
+    ));
+    let fdo = dir.join("typo-fdo");
+    std::fs::create_dir_all(&fdo).unwrap();
+    std::fs::write(fdo.join("stats.csv"), "key,values\ncountri_max_ids,8 8 8 8\n").unwrap();
+    let fdo_s = fdo.to_string_lossy().into_owned();
+    v.push(case(
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--fdo", &fdo_s, "--ids", ids,
+        ],
+        2,
+        "countri",
+    ));
+    let spec_text = std::fs::read_to_string(spec).unwrap();
+    let s = file(
+        dir,
+        "typo-stack-limits.json",
+        spec_text.replace("\"user_item\":", "\"usr_item\":").as_bytes(),
+    );
+    v.push(case(
+        &["preprocess", "--spec", &s, "--ids", ids],
+        2,
+        "stack_limits.usr_item",
+    ));
+    let small_typo = limits("typo-small.json", "t0_t1_t2_t3_t4_t5_t6_t8", 64);
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            &format!("limits.file={small_typo}"),
+        ],
+        2,
+        "t0_t1_t2_t3_t4_t5_t6_t8",
+    ));
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "limits.max_ids_per_table.t9=64",
+        ],
+        2,
+        "limits.max_ids_per_table",
+    ));
+    v
+}
+
+/// NPZ ids that disagree with SPEC.json, and generated ids past their table.
+fn mistaken_ids(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    // Spec against NPZ: one feature 'f' of table 't' (vocabulary 32), [8, 4] ids.
+    let one = file(
+        dir,
+        "one-spec.json",
+        br#"{"num_sc_per_device": 4, "tables": [{"name": "t", "vocabulary_size": 32, "embedding_dim": 8, "combiner": "sum"}],
+            "features": [{"name": "f", "table": "t", "input_shape": [8, 4]}]}"#,
+    );
+    let i32s = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let i64s = |v: &[i64]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let f32s = |v: &[f32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
+    let dense = |ids: &[i32]| npy("<i4", false, "(8, 4)", &i32s(ids));
+    let mut past = vec![1; 32];
+    past[7] = 32;
+    let mut nan = vec![1.0f32; 32];
+    nan[3] = f32::NAN;
+    let mut wide64 = vec![1i64; 32];
+    wide64[5] = 1 << 40;
+    for (name, members, code, says) in [
+        (
+            "shape",
+            vec![("f.npy", npy("<i4", false, "(8, 3)", &i32s(&[1; 24])))],
+            2,
+            "input_shape",
+        ),
+        ("vocab", vec![("f.npy", dense(&past))], 2, "id 32 at position 7"),
+        (
+            "nan-weights",
+            vec![
+                ("f.npy", dense(&[1; 32])),
+                ("f.weights.npy", npy("<f4", false, "(8, 4)", &f32s(&nan))),
+            ],
+            2,
+            "weight NaN",
+        ),
+        (
+            "neg-splits",
+            vec![
+                ("f.values.npy", npy("<i4", false, "(4,)", &i32s(&[1; 4]))),
+                (
+                    "f.row_splits.npy",
+                    npy("<i8", false, "(9,)", &i64s(&[0, 1, 2, -3, 4, 4, 4, 4, 4])),
+                ),
+            ],
+            2,
+            "f.row_splits",
+        ),
+        (
+            "down-splits",
+            vec![
+                ("f.values.npy", npy("<i4", false, "(4,)", &i32s(&[1; 4]))),
+                (
+                    "f.row_splits.npy",
+                    npy("<i8", false, "(9,)", &i64s(&[0, 2, 1, 3, 4, 4, 4, 4, 4])),
+                ),
+            ],
+            2,
+            "row_splits must not decrease",
+        ),
+        (
+            "int64-ok",
+            vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&[3; 32])))],
+            0,
+            "",
+        ),
+        (
+            "int64-wide",
+            vec![("f.npy", npy("<i8", false, "(8, 4)", &i64s(&wide64)))],
+            2,
+            "id 1099511627776 at position 5",
+        ),
+    ] {
+        let p = file(dir, &format!("mistake-{name}.npz"), &zip_members(&members));
+        v.push(case(&["preprocess", "--spec", &one, "--ids", &p], code, says));
+        v.push(case(
+            &["preprocess", "--spec", &one, "--ids", &p, "--stats"],
+            code,
+            says,
+        ));
+        v.push(case(&["limits", "estimate", "--spec", &one, "--ids", &p], code, says));
+    }
+    // A stored member whose headers declare more bytes than it holds.
+    let p = file(
+        dir,
+        "mistake-declared.npz",
+        &zip_one("f.npy", &dense(&[1; 32]), Some(4096)),
+    );
+    v.push(case(&["preprocess", "--spec", &one, "--ids", &p], 2, "declare"));
+    // Generated ids: a hot set larger than the vocabulary, or a stride past it.
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "skewed",
+            "--steps",
+            "2",
+            "--set",
+            "tables.0.vocab=10",
+        ],
+        2,
+        "hot_set",
+    ));
+    v
+}
+
+/// Numbers that cannot mean anything, and messages that must name the workload field.
+fn mistaken_values(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
+    let spec_text = std::fs::read_to_string(spec).unwrap();
+    let limits = |name: &str, stack: &str, max_ids: u64| limits_file(dir, name, stack, max_ids);
+    // Values that cannot mean anything.
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "limits.max_ids_per_partition=3000000000",
+        ],
+        2,
+        "limits.max_ids_per_partition = 3000000000",
+    ));
+    let big = file(
+        dir,
+        "big-limit-spec.json",
+        spec_text
+            .replacen(
+                "\"max_ids_per_partition\": 64",
+                "\"max_ids_per_partition\": 3000000000",
+                1,
+            )
+            .as_bytes(),
+    );
+    v.push(case(&["preprocess", "--spec", &big, "--ids", ids], 2, "3000000000"));
+    let big_l = limits("big-limits.json", "user_item", 3_000_000_000);
+    v.push(case(
+        &[
+            "limits", "validate", "--spec", spec, "--chip", "v5p", "--limits", &big_l, "--ids", ids,
+        ],
+        2,
+        "3000000000",
+    ));
+    let zero_rate = file(dir, "zero-rate.json", br#"{"hbm_bytes_per_s": 0}"#);
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--chip-file",
+            &zero_rate,
+        ],
+        2,
+        "hbm_bytes_per_s",
+    ));
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "chip.sc_clock_mhz=0",
+        ],
+        2,
+        "sc_clock_mhz",
+    ));
+    let cfg = SCALE_CFG;
+    let empty = file(
+        dir,
+        "no-layers.csv",
+        b"Layer name, IFMAP Height, IFMAP Width, Filter Height, Filter Width, Channels, Num Filter, Strides,\n",
+    );
+    v.push(case(&["systolic", "--cfg", cfg, "--topology", &empty], 2, "no layers"));
+    v.push(case(
+        &[
+            "op",
+            "--chip",
+            "v5e",
+            r#"{"op":"tc_gather","params":{"rows":4294967296,"row_bytes":4294967296}}"#,
+        ],
+        2,
+        "row_bytes",
+    ));
+    // Messages in the user's words.
+    v.push(case(
+        &[
+            "run",
+            "--preset",
+            "dlrm-small",
+            "--steps",
+            "2",
+            "--set",
+            "dense.dense_features=1000000000000",
+        ],
+        2,
+        "dense.dense_features = 1000000000000",
+    ));
+    v
+}
+
+/// Output sets of failing commands: none of their files may appear.
+fn half_written_outputs(dir: &Path) -> Vec<Case> {
+    let mut v = Vec::new();
+    let (spec, ids, cfg) = (EXAMPLE_SPEC, EXAMPLE_IDS, SCALE_CFG);
+    // Outputs: all or nothing. Each case has its own directory.
+    let out = |name: &str| dir.join(format!("out-{name}"));
+    let est = out("estimate");
+    std::fs::create_dir_all(&est).unwrap();
+    std::fs::write(est.join("fdo"), b"a file where a directory is expected").unwrap();
+    let (l, d) = (est.join("limits.json"), est.join("fdo"));
+    v.push(case_leaving(
+        &[
+            "limits",
+            "estimate",
+            "--spec",
+            spec,
+            "--ids",
+            ids,
+            "-o",
+            &l.to_string_lossy(),
+            "--fdo-out",
+            &d.to_string_lossy(),
+        ],
+        2,
+        "--fdo-out",
+        &[&l],
+    ));
+    for (name, blocker, args) in [
+        (
+            "run",
+            "gantt.svg",
+            vec!["run", "--preset", "dlrm-small", "--steps", "2", "-o"],
+        ),
+        ("demo", "trace.json", vec!["demo", "-o"]),
+        (
+            "sweep",
+            "sweep.json",
+            vec![
+                "sweep",
+                "--preset",
+                "dlrm-small",
+                "--chip",
+                "v5p",
+                "--chips",
+                "4",
+                "--batch",
+                "4096",
+                "--steps",
+                "2",
+                "-o",
+            ],
+        ),
+        (
+            "systolic",
+            "COMPUTE_REPORT.csv",
+            vec![
+                "systolic",
+                "--cfg",
+                cfg,
+                "--topology",
+                concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/gemm.csv"),
+                "-o",
+            ],
+        ),
+    ] {
+        let d = out(name);
+        std::fs::create_dir_all(d.join(blocker)).unwrap();
+        let ds = d.to_string_lossy().into_owned();
+        let mut a = args.clone();
+        a.push(&ds);
+        let firsts = ["report.html", "summary.json", "sweep.csv", "gantt.png", "busy.svg"].map(|f| d.join(f));
+        let refs: Vec<&Path> = firsts.iter().map(|p| p.as_path()).collect();
+        v.push(case_leaving(&a, 2, blocker, &refs));
+    }
+    // A sweep whose output directory is a file; a sweep in which no configuration can run.
+    let f = file(dir, "out-sweep-file", b"x");
+    v.push(case(
+        &[
+            "sweep",
+            "--preset",
+            "dlrm-small",
+            "--chip",
+            "v5p",
+            "--chips",
+            "4",
+            "--batch",
+            "4096",
+            "--steps",
+            "2",
+            "-o",
+            &f,
+        ],
+        2,
+        "a directory is expected",
+    ));
+    let none = out("sweep-none");
+    let ns = none.to_string_lossy().into_owned();
+    v.push(case_leaving(
+        &[
+            "sweep",
+            "--preset",
+            "dlrm-small",
+            "--chip",
+            "v5e",
+            "--chips",
+            "4",
+            "--batch",
+            "4096",
+            "--steps",
+            "2",
+            "-o",
+            &ns,
+        ],
+        2,
+        "v5e",
+        &[&none],
+    ));
+    let lesson = out("lesson");
+    let svg_dir = out("lesson-svg");
+    std::fs::create_dir_all(&svg_dir).unwrap();
+    v.push(case_leaving(
+        &[
+            "explain",
+            "pipelining",
+            "--html",
+            &lesson.to_string_lossy(),
+            "-o",
+            &svg_dir.to_string_lossy(),
+        ],
+        2,
+        "is a directory",
+        &[&lesson],
+    ));
     v
 }
 
@@ -1201,6 +1671,9 @@ fn hostile_inputs_are_refused_cleanly() {
                         let code = out.status.code().unwrap_or(-1);
                         let err = String::from_utf8_lossy(&out.stderr);
                         let text = format!("{err}{}", String::from_utf8_lossy(&out.stdout));
+                        if let Some(left) = c.absent.iter().find(|p| p.exists()) {
+                            bad.push(format!("{:?}: left {} behind", c.args, left.display()));
+                        }
                         if code != c.code || err.contains("panicked") || !text.contains(&c.says) {
                             bad.push(format!(
                                 "{:?}: exit {code}, wanted {} naming {:?}: {}",

@@ -71,7 +71,11 @@ fn bad_input_exits_2_naming_the_field_or_array() {
             spec.replace("\"combiner\": \"sum\"}", "\"combiner\": \"mean\"}"),
             "one combiner",
         ),
-        ("shape.json", spec.replace("[64, 8]", "[128, 8]"), "history: 64 rows"),
+        (
+            "shape.json",
+            spec.replace("[64, 8]", "[128, 8]"),
+            "array 'history' has shape [64, 8]",
+        ),
     ] {
         let p = dir.join(name);
         std::fs::write(&p, text).unwrap();

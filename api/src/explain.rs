@@ -49,6 +49,7 @@ pub fn pipelining_json(r: &PipeliningRuns) -> Value {
 /// "max_unique_ids_per_partition", "partitions": [{"partition", "max_ids", "max_unique_ids",
 /// "over_limit"}], "ids_per_sc", "required_buffer_sizes"}]}`.
 pub fn limits_json(spec: &PreprocessSpec, ids: &BatchIds) -> crate::Result<Value> {
+    sim_sparsecore::crosscheck::check_vocabulary(spec, ids).map_err(anyhow::Error::from)?;
     let mut open = spec.clone();
     open.allow_id_dropping = true;
     open.enable_minibatching = false;

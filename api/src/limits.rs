@@ -95,10 +95,17 @@ pub enum IdsSource {
 }
 
 impl IdsSource {
-    /// The batch and its label (a path is read now).
-    fn load(&self) -> anyhow::Result<(String, BatchIds)> {
+    /// The batch and its label (a path is read now, its arrays' shapes checked against `spec`).
+    fn load(&self, spec: &PreprocessSpec) -> anyhow::Result<(String, BatchIds)> {
+        let (label, batch) = self.read(spec)?;
+        sim_sparsecore::crosscheck::check_vocabulary(spec, &batch).with_context(|| label.clone())?;
+        Ok((label, batch))
+    }
+
+    fn read(&self, spec: &PreprocessSpec) -> anyhow::Result<(String, BatchIds)> {
         match self {
             IdsSource::Path(p) => {
+                sim_sparsecore::crosscheck::check_npz_shapes(spec, p)?;
                 let batch = sim_sparsecore::preprocess::read_npz(p).with_context(|| p.display().to_string())?;
                 Ok((p.display().to_string(), batch))
             }
@@ -230,7 +237,7 @@ pub fn estimate_with_progress(
     let mut stats = FdoStats::new();
     let mut observed = Vec::with_capacity(all.len());
     for r in in_parallel(&all, |s| {
-        let (label, batch) = s.load()?;
+        let (label, batch) = s.load(spec)?;
         let o = observe(spec, &batch).with_context(|| label.clone())?;
         tick();
         Ok((label, o))
@@ -254,7 +261,7 @@ pub fn estimate_with_progress(
         tick();
     }
     let mut reread = in_parallel(&to_read, |s| {
-        let (label, batch) = s.load()?;
+        let (label, batch) = s.load(spec)?;
         let c = consequences(spec, &limits, &batch).with_context(|| label.clone())?;
         tick();
         Ok(c)
@@ -350,6 +357,14 @@ fn validate_inner(
         LimitsSource::Fdo(d) => limits_from_fdo(&load_fdo_dir(d)?, spec.num_sc_per_device as u64),
         LimitsSource::Spec => BTreeMap::new(),
     };
+    if let LimitsSource::File(p) | LimitsSource::Fdo(p) = limits {
+        sim_sparsecore::crosscheck::check_limit_names(
+            spec,
+            overrides.keys().map(String::as_str),
+            &p.display().to_string(),
+        )
+        .map_err(anyhow::Error::msg)?;
+    }
     let spec = apply_limits(spec, &overrides);
     let stacks = build_stacks(&spec);
     let mut observed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
@@ -357,7 +372,7 @@ fn validate_inner(
     let mut runtime_fail = false;
     let mut stats = FdoStats::new();
     for source in ids {
-        let (label, batch) = source.load()?;
+        let (label, batch) = source.load(&spec)?;
         let seen = observe(&spec, &batch).with_context(|| label.clone())?;
         for (k, s) in &seen {
             let o = observed.entry(k.clone()).or_default();

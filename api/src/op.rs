@@ -58,6 +58,14 @@ fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSu
             .ok_or_else(|| anyhow::anyhow!("field `params.{k}`: must be a positive integer, got {v}"))
     };
     let (rows, row_bytes) = (field("rows")?, field("row_bytes")?);
+    // The op arrays' bound: at most 2^40 rows, and bytes that a model count holds.
+    const MAX_ROWS: u64 = 1 << 40;
+    const MAX_BYTES: u64 = 1 << 50;
+    if rows > MAX_ROWS || rows.checked_mul(row_bytes).is_none_or(|b| b > MAX_BYTES) {
+        anyhow::bail!(
+            "field `params`: rows = {rows} x row_bytes = {row_bytes} is too large: at most {MAX_ROWS} rows and {MAX_BYTES} bytes in all"
+        );
+    }
     let chip = sim_tpu::chips::Chip::preset(chip_name)?;
     let site = if op == "sc_gather" {
         GatherSite::SparseCore
@@ -122,8 +130,16 @@ fn cost_spec_inner(text: &str, chip_name: &str, chip: &ChipModel) -> anyhow::Res
     let value: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("op spec is not valid JSON: {text}"))?;
     let op_name = value.get("op").and_then(|v| v.as_str()).unwrap_or("");
-    if let Some(ext) = EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
-        return (ext.cost)(&value, chip_name);
+    let summary = match EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
+        Some(ext) => (ext.cost)(&value, chip_name)?,
+        None => tensorcore_summary(&value, chip)?,
+    };
+    // Counts that overflowed (saturated) or came out empty are refused, never printed as a cost.
+    if summary.cycles == 0 || summary.cycles == u64::MAX || !(summary.time_ns.is_finite() && summary.time_ns > 0.0) {
+        anyhow::bail!(
+            "op `{op_name}`: its sizes give {} cycles, which the model cannot cost (sizes whose products overflow, or an empty op); use smaller `params`",
+            summary.cycles
+        );
     }
-    tensorcore_summary(&value, chip)
+    Ok(summary)
 }

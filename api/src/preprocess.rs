@@ -27,7 +27,10 @@ pub fn read_ids(path: &std::path::Path) -> crate::Result<BatchIds> {
 }
 
 /// Preprocesses one batch; a limit exceeded with dropping off is [`ApiError::LimitExceeded`].
+/// Ids at or past their table's vocabulary are refused first (the user's mistake, though
+/// jax-tpu-embedding would take them).
 pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, stats_only: bool) -> crate::Result<PreprocessOutput> {
+    sim_sparsecore::crosscheck::check_vocabulary(spec, ids).map_err(anyhow::Error::from)?;
     api_result(run_preprocess(spec, ids, Options { stats_only }))
 }
 
@@ -39,6 +42,7 @@ pub fn preprocess_file(
     path: &std::path::Path,
     stats_only: bool,
 ) -> crate::Result<PreprocessOutput> {
+    sim_sparsecore::crosscheck::check_npz_shapes(spec, path).map_err(anyhow::Error::from)?;
     if stats_only {
         if let Some(result) = preprocess_stats_npz(spec, path) {
             return api_result(result);

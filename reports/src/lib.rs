@@ -557,10 +557,27 @@ fn markdown(r: &ReportInput) -> String {
     md
 }
 
+/// The files [`write_report`] writes into its directory.
+pub const REPORT_FILES: [&str; 11] = [
+    "report.html",
+    "report.md",
+    "summary.json",
+    "gantt.svg",
+    "gantt.png",
+    "busy.svg",
+    "busy.png",
+    "memory.svg",
+    "memory.png",
+    "hbm_traffic.svg",
+    "hbm_traffic.png",
+];
+
 /// Writes summary.json, report.md, report.html (self-contained) and the figures (gantt, busy,
 /// memory, hbm_traffic; each as .svg and .png) into `dir`.
 pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths> {
-    std::fs::create_dir_all(dir)?;
+    // All of the report or none of it.
+    let set = sim_core::output::OutputSet::begin();
+    sim_core::output::create_dir_all(dir)?;
     let gantt = Gantt {
         title: r.title.clone(),
         panels: r.gantt.iter().map(|(l, rec, t)| (l.as_str(), rec, *t)).collect(),
@@ -628,6 +645,7 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
     }
     html.push_str("</body></html>\n");
     sim_core::output::write_atomic(&paths.html, html)?;
+    set.commit()?;
     Ok(paths)
 }
 

@@ -89,7 +89,9 @@ fn csv_field(text: &str) -> String {
 /// Writes [`SWEEP_FILES`] into `dir` (created if missing); `target` (samples/s) is drawn on the
 /// throughput chart.
 pub fn write_sweep_with_target(dir: &Path, points: &[SweepPoint], target: Option<f64>) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
+    // All of the files or none of them.
+    let set = sim_core::output::OutputSet::begin();
+    sim_core::output::create_dir_all(dir)?;
     let json = serde_json::to_string_pretty(points).map_err(std::io::Error::other)? + "\n";
     sim_core::output::write_atomic(dir.join("sweep.csv"), sweep_csv(points))?;
     sim_core::output::write_atomic(dir.join("sweep.json"), json)?;
@@ -110,7 +112,7 @@ pub fn write_sweep_with_target(dir: &Path, points: &[SweepPoint], target: Option
         },
     )?;
     plot::write_figure(&dir.join("fit_map.svg"), &FitMap { points })?;
-    Ok(())
+    set.commit()
 }
 
 /// Why a point does not fit, from its `fit_reasons` when the point carries them (read through the

@@ -126,6 +126,27 @@ fn split(file: &Value) -> Result<ValuesAndSources, ChipError> {
     Ok((values, sources))
 }
 
+/// Whether a field is a rate (bandwidth, clock, throughput): zero or less would mean the chip never
+/// finishes anything.
+fn is_rate(field: &str) -> bool {
+    ["per_s", "clock_mhz", "flops", "_ops", "per_cycle", "sc_hbm_share"]
+        .iter()
+        .any(|p| field.contains(p))
+}
+
+/// Refuses an overridden rate that is not a finite number > 0, naming the field and the value.
+fn check_rate(field: &str, v: &Value) -> Result<(), ChipError> {
+    if !is_rate(field) {
+        return Ok(());
+    }
+    match v.as_f64() {
+        Some(x) if x.is_finite() && x > 0.0 => Ok(()),
+        _ => Err(ChipError::Invalid(format!(
+            "{field} = {v}: a rate must be a finite number > 0"
+        ))),
+    }
+}
+
 impl Chip {
     /// A preset by name (aliases accepted).
     pub fn preset(name: &str) -> Result<Chip, ChipError> {
@@ -176,6 +197,7 @@ impl Chip {
                 .cloned()
                 .unwrap_or_else(|| "override from --chip-file".to_string());
             self.sources.insert(k.clone(), source);
+            check_rate(&k, &v)?;
             slot.insert(k, v);
         }
         self.spec = sim_core::de::json_value(Value::Object(current)).map_err(ChipError::Invalid)?;

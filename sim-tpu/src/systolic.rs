@@ -190,6 +190,12 @@ pub fn parse_topology(text: &str) -> Result<Vec<Layer>, SystolicError> {
         };
         layers.push(layer);
     }
+    if layers.is_empty() {
+        return Err(SystolicError::Topology {
+            line: text.lines().count().max(1),
+            message: "no layers: a topology lists at least one layer (GEMM: name, M, N, K; conv: name, ifmap height, width, filter height, width, channels, filters[, stride])".into(),
+        });
+    }
     Ok(layers)
 }
 

@@ -19,6 +19,9 @@ pub struct Args {
 
 /// Runs `tpusim demo`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
+    let mut files: Vec<&str> = reports::REPORT_FILES.to_vec();
+    files.push("trace.json");
+    sim_core::output::check_dir(&args.out, &files).with_context(|| format!("--out {}", args.out.display()))?;
     let mut w = Workload::preset("dlrm-small")?;
     w.pipelining = Pipelining::Sequential;
     let opts = RunOptions {
@@ -32,7 +35,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let seq = simulate(&w, &opts)?;
     w.pipelining = Pipelining::Pipelined;
     let pip = simulate(&w, &opts)?;
-    std::fs::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
+    sim_core::output::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
     let trace = args.out.join("trace.json");
     super::run::traces_write(&pip.recorder, &trace)?;
     let input = super::run::report_input(&w, &[("sequential", &seq), ("pipelined", &pip)], &pip);

@@ -65,9 +65,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             html,
             json,
         } => {
+            // Every output is checked before the runs; they are written together or not at all.
+            if let Some(dir) = &html {
+                sim_core::output::check_dir(dir, &["index.html"])
+                    .with_context(|| format!("--html {}", dir.display()))?;
+            }
+            if let Some(p) = &svg {
+                sim_core::output::check_writable(p).with_context(|| format!("--out {}", p.display()))?;
+            }
             if let Some(dir) = &html {
                 let page = lesson_page()?;
-                std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+                sim_core::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
                 let path = dir.join("index.html");
                 sim_core::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
                 println!("lesson: {} (open it in a browser; it needs no network)", path.display());
@@ -139,7 +147,9 @@ pub fn lesson_page() -> anyhow::Result<String> {
 fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> anyhow::Result<u8> {
     use sim_sparsecore::preprocess::{build_stacks, preprocess, read_npz, Options};
     let spec = super::preprocess::read_spec(spec_path)?;
+    sim_sparsecore::crosscheck::check_npz_shapes(&spec, ids_path)?;
     let ids = read_npz(ids_path).with_context(|| ids_path.display().to_string())?;
+    sim_sparsecore::crosscheck::check_vocabulary(&spec, &ids).with_context(|| ids_path.display().to_string())?;
     let num_scs = spec.num_scs();
     println!(
         "1. COO: every id of every sample becomes (sample, column, gain); {} SparseCores in all.",

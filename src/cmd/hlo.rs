@@ -67,21 +67,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let text = String::from_utf8(text).with_context(|| format!("{}: not UTF-8 text", args.file.display()))?;
     let origin = args.file.display().to_string();
+    if let Some(path) = &args.trace {
+        sim_core::output::check_writable(path).with_context(|| format!("--trace {}", path.display()))?;
+    }
     let module = tpusim_api::hlo::parse(&text, &origin)?;
     let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
     let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
         let model = sim_tpu::hlo::chip_model(&chip)?;
         let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;
-        let dir = path
-            .parent()
-            .filter(|p| !p.as_os_str().is_empty())
-            .unwrap_or(std::path::Path::new("."));
-        let tmp = dir.join(format!(
-            ".{}.tmp",
-            path.file_name().and_then(|n| n.to_str()).unwrap_or("trace")
-        ));
-        let _ = tmp;
         sim_core::output::write_atomic(path, trace).with_context(|| format!("writing {}", path.display()))?;
     }
     let stdout = std::io::stdout();

@@ -202,6 +202,14 @@ fn estimate_cmd(
     json: bool,
 ) -> anyhow::Result<u8> {
     opts.check()?;
+    // Both outputs are checked before any batch is read; they are written together or not at all.
+    if let Some(o) = &output {
+        sim_core::output::check_writable(o).with_context(|| format!("-o {}", o.display()))?;
+    }
+    if let Some(dir) = &fdo_out {
+        sim_core::output::check_dir(dir, &["fdo_stats_0_0.npz"])
+            .with_context(|| format!("--fdo-out {}", dir.display()))?;
+    }
     let spec = read_spec(spec_path)?;
     let sources: Vec<IdsSource> = ids.iter().cloned().map(IdsSource::Path).collect();
     let sources = expand_sources(&sources)?;
@@ -217,7 +225,7 @@ fn estimate_cmd(
         file.write(o)?;
     }
     if let Some(dir) = &fdo_out {
-        std::fs::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+        sim_core::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
         write_fdo_npz(&dir.join("fdo_stats_0_0.npz"), &e.stats)?;
     }
     if json {

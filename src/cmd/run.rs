@@ -286,7 +286,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         sim_core::output::check_writable(p).with_context(|| format!("--trace {}", p.display()))?;
     }
     if let Some(d) = &args.report {
-        sim_core::output::check_writable(&d.join("report.html")).with_context(|| format!("--out {}", d.display()))?;
+        sim_core::output::check_dir(d, &reports::REPORT_FILES).with_context(|| format!("--out {}", d.display()))?;
     }
     let r = simulate_args(&args, &w)?;
     if args.sensitivity {

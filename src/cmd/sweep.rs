@@ -5,6 +5,8 @@
 
 use std::path::PathBuf;
 
+use anyhow::Context;
+
 use tpusim_api::sweep::shard::{merge, write_shard, Shard};
 use tpusim_api::sweep::{parse_batches, plan, run_configs, summary_text, sweep_json, write_plan_outputs, SweepRequest};
 
@@ -71,6 +73,13 @@ pub struct Args {
 
 /// Runs `tpusim sweep`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
+    // The output directory is checked before any configuration runs.
+    let files: &[&str] = if args.shard.is_some() {
+        &[]
+    } else {
+        &reports::sweep::SWEEP_FILES
+    };
+    sim_core::output::check_dir(&args.output, files).with_context(|| format!("--out {}", args.output.display()))?;
     let (plan, points) = if args.merge.is_empty() {
         let req = SweepRequest {
             workload: args.workload.clone(),
@@ -123,19 +132,27 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         merge(&args.merge)?
     };
-    write_plan_outputs(&args.output, &plan, &points)?;
+    // A configuration that could not be evaluated is an error, not a result (a misfit is a result).
+    let failed: Vec<&tpusim_api::sweep::SweepPoint> = points.iter().filter(|p| p.error.is_some()).collect();
+    let none_ran = !failed.is_empty() && failed.len() == points.len();
+    // A sweep in which nothing ran has no figures to draw: it writes no file at all.
+    if !none_ran {
+        write_plan_outputs(&args.output, &plan, &points)?;
+    }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&sweep_json(&plan, &points)?)?);
     } else {
         print!("{}", summary_text(&plan, &points));
+    }
+    if !args.json && none_ran {
+        println!("\nno configuration could run: no file written");
+    } else if !args.json {
         println!(
             "\nwrote {}/sweep.csv, sweep.json, sweep.svg, step_time.svg, fit_map.svg (figures also as .png; {} configurations)",
             args.output.display(),
             points.len()
         );
     }
-    // A configuration that could not be evaluated is an error, not a result (a misfit is a result).
-    let failed: Vec<&tpusim_api::sweep::SweepPoint> = points.iter().filter(|p| p.error.is_some()).collect();
     for p in &failed {
         eprintln!(
             "error: {} x {} at batch {}: {}",

@@ -177,6 +177,21 @@ pub fn batch_for_step(w: &Workload, step: u32) -> Result<BatchIds, crate::spec::
                     w.batch_per_chip()
                 )));
             }
+            if let Some(t) = w.tables.iter().find(|t| t.name == f.table) {
+                sim_sparsecore::crosscheck::check_feature_vocabulary(&f.name, &t.name, t.vocab, &ids.values).map_err(
+                    |e| crate::spec::WorkloadError::Spec(format!("features.{}: {}: {e}", f.name, path.display())),
+                )?;
+            }
+            let widest = ids.row_splits.windows(2).map(|r| r[1] - r[0]).max().unwrap_or(0) as u64;
+            if widest > max_valency(&f.valency) {
+                return Err(crate::spec::WorkloadError::Spec(format!(
+                    "features.{}: {} has rows of {widest} ids, but features.{}.valency allows at most {}",
+                    f.name,
+                    path.display(),
+                    f.name,
+                    max_valency(&f.valency)
+                )));
+            }
             out.insert(f.name.clone(), ids);
         }
     }

@@ -595,7 +595,10 @@ impl Workload {
         ] {
             for (t, v) in m {
                 if !self.tables.iter().any(|x| &x.name == t) {
-                    return bad(format!("limits.{k}: unknown table '{t}'"));
+                    return bad(format!(
+                        "limits.{k}: unknown table '{t}'{}",
+                        sim_sparsecore::crosscheck::hint(t, self.tables.iter().map(|x| x.name.as_str()))
+                    ));
                 }
                 if *v == 0 {
                     return bad(format!("limits.{k}.{t} must be at least 1"));
@@ -605,6 +608,9 @@ impl Workload {
         if self.limits.max_ids_per_chip_per_sample == 0 {
             return bad("limits.max_ids_per_chip_per_sample must be at least 1".into());
         }
+        self.validate_dense_sizes()?;
+        self.validate_limit_ranges()?;
+        self.validate_hot_sets()?;
         if let Some(q) = &self.quantization {
             if q.quantization_config_num_buckets < 2
                 || q.quantization_config_low >= q.quantization_config_high
@@ -623,6 +629,85 @@ impl Workload {
             || !(self.host.ids_per_s_per_thread > 0.0 && self.host.ids_per_s_per_thread.is_finite())
         {
             return bad("host.threads and host.ids_per_s_per_thread must be positive".into());
+        }
+        Ok(())
+    }
+
+    /// Dense widths the TensorCore model can cost: each at most [`MAX_DIM`], and the batch per chip
+    /// times a width at most 2^40 elements (the op arrays' bound), named by the workload field.
+    fn validate_dense_sizes(&self) -> Result<(), WorkloadError> {
+        const MAX_ELEMENTS: u64 = 1 << 40;
+        let d = &self.dense;
+        let mut widths = vec![("dense.dense_features".to_string(), d.dense_features)];
+        widths.extend(
+            d.bottom
+                .iter()
+                .enumerate()
+                .map(|(i, &v)| (format!("dense.bottom[{i}]"), v)),
+        );
+        widths.extend(d.top.iter().enumerate().map(|(i, &v)| (format!("dense.top[{i}]"), v)));
+        let batch = self.batch_per_chip();
+        for (field, v) in widths {
+            if v > MAX_DIM || batch.checked_mul(v).is_none_or(|x| x > MAX_ELEMENTS) {
+                return Err(WorkloadError::Spec(format!(
+                    "{field} = {v}: must be at most {MAX_DIM}, and the batch per chip ({batch}) x {field} at most {MAX_ELEMENTS} elements"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// Every limit within int32, as jax-tpu-embedding holds them (a larger one is bad input, not a
+    /// compile failure).
+    fn validate_limit_ranges(&self) -> Result<(), WorkloadError> {
+        const MAX: u32 = i32::MAX as u32;
+        let l = &self.limits;
+        let mut all: Vec<(String, u32)> = vec![(
+            "limits.max_ids_per_chip_per_sample".into(),
+            l.max_ids_per_chip_per_sample,
+        )];
+        all.extend(
+            l.max_ids_per_partition
+                .map(|v| ("limits.max_ids_per_partition".into(), v)),
+        );
+        all.extend(
+            l.max_unique_ids_per_partition
+                .map(|v| ("limits.max_unique_ids_per_partition".into(), v)),
+        );
+        for (k, m) in [
+            ("max_ids_per_table", &l.max_ids_per_table),
+            ("max_unique_ids_per_table", &l.max_unique_ids_per_table),
+        ] {
+            all.extend(m.iter().map(|(t, v)| (format!("limits.{k}.{t}"), *v)));
+        }
+        match all.into_iter().find(|(_, v)| *v == 0 || *v > MAX) {
+            Some((field, v)) => Err(WorkloadError::Spec(format!(
+                "{field} = {v}: must be in 1..={MAX} (an int32 in jax-tpu-embedding)"
+            ))),
+            None => Ok(()),
+        }
+    }
+
+    /// A hot set fits its table: no more hot ids than the vocabulary, and with a stride, the last
+    /// hot id (size - 1) x stride still inside it.
+    fn validate_hot_sets(&self) -> Result<(), WorkloadError> {
+        for (i, f) in self.features.iter().enumerate() {
+            let IdDist::HotSet { size, stride, .. } = f.ids else {
+                continue;
+            };
+            let Some(t) = self.tables.iter().find(|t| t.name == f.table) else {
+                continue;
+            };
+            let last = (size - 1).checked_mul(stride.max(1));
+            if size > t.vocab || last.is_none_or(|x| x >= t.vocab) {
+                return Err(WorkloadError::Spec(format!(
+                    "features[{i}] ({}).ids.hot_set: size = {size}, stride = {stride}: the hot ids reach {}, past table '{}' (vocab {}); valid: size <= vocab and (size - 1) x max(stride, 1) < vocab",
+                    f.name,
+                    last.map_or("past 2^64".to_string(), |x| x.to_string()),
+                    t.name,
+                    t.vocab
+                )));
+            }
         }
         Ok(())
     }

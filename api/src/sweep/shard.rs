@@ -74,7 +74,7 @@ pub fn write_shard(dir: &Path, plan: &SweepPlan, shard: Shard, points: Vec<Sweep
     };
     let path = dir.join(shard.file_name());
     let write = || -> anyhow::Result<()> {
-        std::fs::create_dir_all(dir)?;
+        sim_core::output::create_dir_all(dir)?;
         sim_core::output::write_atomic(&path, serde_json::to_string(&file)? + "\n")?;
         Ok(())
     };

@@ -92,6 +92,30 @@ pub fn read_npz(path: &std::path::Path) -> Result<BatchIds, PreprocessError> {
     })
 }
 
+/// The shape of every dense array (a name without a dot) in the NPZ at `path`, from the array
+/// headers alone.
+pub fn npz_shapes(path: &std::path::Path) -> Result<BTreeMap<String, Vec<u64>>, PreprocessError> {
+    let io = |e: String| PreprocessError::Input(format!("{}: {e}", path.display()));
+    let file = std::fs::File::open(path).map_err(|e| io(e.to_string()))?;
+    let mut npz =
+        zip::ZipArchive::new(std::io::BufReader::new(file)).map_err(|e| io(format!("not a valid npz file: {e}")))?;
+    let names: Vec<String> = npz
+        .file_names()
+        .filter_map(npyz::npz::array_name_from_file_name)
+        .filter(|n| !n.contains('.'))
+        .map(str::to_string)
+        .collect();
+    let mut shapes = BTreeMap::new();
+    for name in names {
+        let (mut member, _, limit) = open_member(&mut npz, &npyz::npz::file_name_from_array_name(&name))
+            .map_err(|e| io(format!("array '{name}'{e}")))?;
+        let layout = super::npy::read_header(&mut std::io::Read::take(&mut member, limit), limit)
+            .map_err(|e| io(format!("array '{name}': {e}")))?;
+        shapes.insert(name, layout.header.shape);
+    }
+    Ok(shapes)
+}
+
 /// Opens a zip member (errors start with " is missing" or ": ") with its declared size and the most
 /// bytes it may be read to: never trusting the declared size beyond what the stored bytes can inflate
 /// to (deflate expands at most ~1032:1), and never beyond what is declared.
@@ -152,10 +176,18 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
         let mut stream = std::io::Read::take(&mut member, limit.saturating_add(1));
         let arr = super::npy::read_npy_from(&mut stream, limit)
             .map_err(|e| PreprocessError::Input(format!("array '{key}': {e}")))?;
-        // The member must end where the array does (this read also checks its CRC).
+        // The member must end where the array does (this read also checks its CRC), and hold
+        // exactly the bytes its zip headers declare.
         let mut rest = [0u8; 1];
         match std::io::Read::read(&mut stream, &mut rest) {
-            Ok(0) => {}
+            Ok(0) => {
+                let held = limit.saturating_add(1) - stream.limit();
+                if held != declared {
+                    return Err(PreprocessError::Input(format!(
+                        "array '{key}': the zip headers declare {declared} bytes, the member holds {held}"
+                    )));
+                }
+            }
             Ok(_) => {
                 return Err(PreprocessError::Input(format!(
                     "array '{key}': the zip member has bytes past the end of the array (declared size {declared})"
@@ -173,9 +205,7 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
     };
     for name in names.iter().filter(|n| !n.contains('.')) {
         let (shape, data) = read(&mut npz, name)?;
-        let Array::I32(values) = data else {
-            return Err(PreprocessError::Input(format!("array '{name}' must be int32 ids")));
-        };
+        let values = int32_ids(name, data)?;
         if shape.len() != 2 {
             return Err(PreprocessError::Input(format!(
                 "array '{name}' must be 2-D [rows, valency], got {shape:?}"
@@ -189,13 +219,22 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
     }
     for name in names.iter().filter_map(|n| n.strip_suffix(".values")) {
         let (_, data) = read(&mut npz, &format!("{name}.values"))?;
-        let Array::I32(values) = data else {
-            return Err(PreprocessError::Input(format!("array '{name}.values' must be int32")));
-        };
+        let values = int32_ids(&format!("{name}.values"), data)?;
         let (_, splits) = read(&mut npz, &format!("{name}.row_splits"))?;
+        let negative = |at: usize, x: i64| {
+            PreprocessError::Input(format!(
+                "array '{name}.row_splits': entry {at} is {x}; row splits must be >= 0, non-decreasing from 0 to the number of values"
+            ))
+        };
+        let split = |(at, x): (usize, i64)| usize::try_from(x).map_err(|_| negative(at, x));
         let row_splits: Vec<usize> = match splits {
-            Array::I64(v) => v.into_iter().map(|x| x.max(0) as usize).collect(),
-            Array::I32(v) => v.into_iter().map(|x| x.max(0) as usize).collect(),
+            Array::I64(v) => v.into_iter().enumerate().map(split).collect::<Result<_, _>>()?,
+            Array::I32(v) => v
+                .into_iter()
+                .map(i64::from)
+                .enumerate()
+                .map(split)
+                .collect::<Result<_, _>>()?,
             Array::F32(_) => {
                 return Err(PreprocessError::Input(format!(
                     "array '{name}.row_splits' must be int64"
@@ -231,6 +270,28 @@ pub fn read_npz_from<R: std::io::Read + std::io::Seek>(reader: R) -> Result<Batc
         }
     }
     Ok(batch)
+}
+
+/// Ids as int32: an int64 array (numpy's default integer) is taken when every value fits int32,
+/// else refused naming the first that does not.
+fn int32_ids(name: &str, data: Array) -> Result<Vec<i32>, PreprocessError> {
+    match data {
+        Array::I32(v) => Ok(v),
+        Array::I64(v) => v
+            .iter()
+            .enumerate()
+            .map(|(at, &x)| {
+                i32::try_from(x).map_err(|_| {
+                    PreprocessError::Input(format!(
+                        "array '{name}': id {x} at position {at} does not fit int32 (ids are int32 in the contract)"
+                    ))
+                })
+            })
+            .collect(),
+        Array::F32(_) => Err(PreprocessError::Input(format!(
+            "array '{name}' must be int32 ids (or int64 ids that fit int32), got float32"
+        ))),
+    }
 }
 
 enum Array {

@@ -167,29 +167,7 @@ fn run(
     report_limits: bool,
 ) -> Result<(PreprocessOutput, Option<LimitExceeded>), PreprocessError> {
     spec.validate()?;
-    for f in &spec.features {
-        let fi = ids
-            .get(&f.name)
-            .ok_or_else(|| PreprocessError::Input(format!("no ids for feature '{}'", f.name)))?;
-        fi.validate(&f.name)?;
-        if fi.rows() as u64 != f.input_shape[0] {
-            return Err(PreprocessError::Input(format!(
-                "{}: {} rows, but features.{}.input_shape says {}",
-                f.name,
-                fi.rows(),
-                f.name,
-                f.input_shape[0]
-            )));
-        }
-        if fi
-            .row_splits
-            .windows(2)
-            .any(|w| (w[1] - w[0]) as u64 > f.input_shape[1])
-            && fi.weights.is_none()
-        {
-            // Ragged rows longer than the declared valency are accepted, as jax-tpu-embedding does.
-        }
-    }
+    crate::crosscheck::check_batch(spec, ids)?;
     // Stacks without features produce nothing, as in jax-tpu-embedding.
     let stacks: Vec<Stack> = build_stacks(spec)
         .into_iter()

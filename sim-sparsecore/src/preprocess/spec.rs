@@ -162,11 +162,11 @@ impl PreprocessSpec {
                 ("max_ids_per_partition", t.max_ids_per_partition),
                 ("max_unique_ids_per_partition", t.max_unique_ids_per_partition),
             ] {
-                if v == 0 {
+                if v == 0 || v > i32::MAX as u32 {
                     return bad(format!(
-                        "tables[{i}].{field} (table '{}') = 0: must be in 1..={}",
+                        "tables[{i}].{field} (table '{}') = {v}: must be in 1..={} (an int32 in jax-tpu-embedding)",
                         t.name,
-                        u32::MAX
+                        i32::MAX
                     ));
                 }
             }
@@ -215,6 +215,26 @@ impl PreprocessSpec {
                 combiner = Some(table.combiner);
             }
         }
-        Ok(())
+        for (name, l) in &self.stack_limits {
+            for (field, v) in [
+                ("max_ids_per_partition", l.max_ids_per_partition.map(u64::from)),
+                (
+                    "max_unique_ids_per_partition",
+                    l.max_unique_ids_per_partition.map(u64::from),
+                ),
+                (
+                    "suggested_coo_buffer_size_per_device",
+                    l.suggested_coo_buffer_size_per_device,
+                ),
+            ] {
+                if let Some(v) = v.filter(|&v| v == 0 || v > i32::MAX as u64) {
+                    return bad(format!(
+                        "stack_limits.{name}.{field} = {v}: must be in 1..={} (an int32 in jax-tpu-embedding)",
+                        i32::MAX
+                    ));
+                }
+            }
+        }
+        crate::crosscheck::check_stack_limits(self)
     }
 }

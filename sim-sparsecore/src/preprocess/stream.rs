@@ -36,6 +36,8 @@ struct Member {
     header_crc: crc32fast::Hasher,
     /// The member's CRC-32 from the zip directory.
     crc: u32,
+    /// The vocabulary of the feature's table: an id at or past it is the reference path's error.
+    vocab: u64,
 }
 
 /// One task: count one source SparseCore of a stack, or check rows no SparseCore reads.
@@ -161,6 +163,7 @@ fn open_members(spec: &PreprocessSpec, file: &File) -> Option<Vec<Member>> {
             || h.shape.len() != 2
             || h.data_offset as u64 + data_bytes != size
             || Some(&h.shape[0]) != f.input_shape.first()
+            || Some(&h.shape[1]) != f.input_shape.get(1)
         {
             return None;
         }
@@ -174,6 +177,7 @@ fn open_members(spec: &PreprocessSpec, file: &File) -> Option<Vec<Member>> {
             valency: h.shape[1],
             header_crc,
             crc,
+            vocab: spec.tables.iter().find(|t| t.name == f.table)?.vocabulary_size,
         });
     }
     Some(members)
@@ -329,8 +333,10 @@ fn read_rows(
                     *x = i32::from_le(*x);
                 }
             }
-            // The sign bits ORed (vectorised): a negative id is the reference path's error to report.
-            if ids.iter().fold(0i32, |a, &x| a | x) < 0 || !each(ids) {
+            // The sign bits ORed and the largest id (vectorised): a negative id or one past the
+            // vocabulary is the reference path's error to report.
+            let (sign, top) = ids.iter().fold((0i32, 0i32), |(a, b), &x| (a | x, b.max(x)));
+            if sign < 0 || top as u64 >= m.vocab || !each(ids) {
                 return None;
             }
             pos += k as u64 * 4;

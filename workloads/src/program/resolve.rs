@@ -133,6 +133,9 @@ pub fn resolve(w: &Workload, chip_overrides: Option<&serde_json::Value>) -> Resu
         } else {
             sim_sparsecore::limits::LimitsFile::read(path).map_err(spec_err)?.stacks
         };
+        let origin = format!("limits.file = {}", path.display());
+        sim_sparsecore::crosscheck::check_limit_names(&pspec, limits.keys().map(String::as_str), &origin)
+            .map_err(WorkloadError::Spec)?;
         pspec = sim_sparsecore::limits::estimate::apply_limits(&pspec, &limits);
     }
     if !sc_w.tables.is_empty() && !pspec.num_scs().is_power_of_two() {
