@@ -3,6 +3,7 @@
 
 use anyhow::Context;
 use serde::Serialize;
+use sim_tpu::chips::Chip;
 use sim_tpu::tensorcore::{self, ChipModel, OpSpec};
 
 /// The per-op result every op family reports, in the `--json` schema.
@@ -33,13 +34,14 @@ pub struct OpSummary {
     pub kernels: Vec<(String, u64, String)>,
 }
 
-/// An op family costed outside the TensorCore model (e.g. SparseCore ops such as `sc_gather`, `tc_gather`).
-/// Register one in [`EXTERNAL_OPS`]; `cost` gets the whole spec object and the chip name as given.
+/// An op family costed outside the op model (e.g. gathers: `sc_gather`, `tc_gather`).
+/// Register one in [`EXTERNAL_OPS`]; `cost` gets the whole spec object, the chip (preset with its
+/// overrides) and its TensorCore model.
 pub struct ExternalOps {
     /// Op names this family handles.
     pub names: &'static [&'static str],
     /// Costs one spec; errors name the offending field.
-    pub cost: fn(spec: &serde_json::Value, chip: &str) -> anyhow::Result<OpSummary>,
+    pub cost: fn(spec: &serde_json::Value, chip: &Chip, model: &ChipModel) -> anyhow::Result<OpSummary>,
 }
 
 /// Op families dispatched before the TensorCore model.
@@ -49,7 +51,7 @@ pub const EXTERNAL_OPS: &[ExternalOps] = &[ExternalOps {
 }];
 
 /// Gathers of `rows` rows of `row_bytes` on one device (the model lives in `workloads::gather`).
-fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSummary> {
+fn gather_cost(spec: &serde_json::Value, chip: &Chip, model: &ChipModel) -> anyhow::Result<OpSummary> {
     use workloads::gather::{gather_cost, GatherSite};
     let op = spec["op"].as_str().unwrap_or("");
     let params = spec
@@ -72,13 +74,12 @@ fn gather_cost(spec: &serde_json::Value, chip_name: &str) -> anyhow::Result<OpSu
             "field `params`: rows = {rows} x row_bytes = {row_bytes} is too large: at most {MAX_ROWS} rows and {MAX_BYTES} bytes in all"
         );
     }
-    let chip = sim_tpu::chips::Chip::preset(chip_name)?;
     let site = if op == "sc_gather" {
         GatherSite::SparseCore
     } else {
         GatherSite::TensorCore
     };
-    let g = gather_cost(&chip, site, rows, row_bytes)?;
+    let g = gather_cost(chip, model, site, rows, row_bytes)?;
     Ok(OpSummary {
         cycles: g.cycles,
         time_ns: g.time_ns,
@@ -124,25 +125,35 @@ fn tensorcore_summary(spec: &serde_json::Value, chip: &ChipModel) -> anyhow::Res
     })
 }
 
-/// Costs one spec text: external families first, then the TensorCore model of `chip` (the
-/// `tpusim op --json` object; `chip_name` as given, for the external families).
-pub fn cost_spec(text: &str, chip_name: &str, chip: &ChipModel) -> crate::Result<OpSummary> {
-    Ok(cost_spec_inner(text, chip_name, chip)?)
+/// Costs one spec text on `chip` (a preset with any overrides) whose TensorCore model is `model`
+/// ([`ChipModel::for_chip`] of it): external families first, then the op model (the `tpusim op
+/// --json` object).
+pub fn cost_spec(text: &str, chip: &Chip, model: &ChipModel) -> crate::Result<OpSummary> {
+    Ok(cost_spec_inner(text, chip, model)?)
+}
+
+/// The chip `tpusim op` costs on: the preset `chip_name` (topology spellings such as `v5p:2x2`
+/// accepted) with a chip file's overrides, and its TensorCore model.
+pub fn op_chip(chip_name: &str, chip_file: Option<&serde_json::Value>) -> crate::Result<(Chip, ChipModel)> {
+    let name = tensorcore::chip::normalize_chip_name(chip_name);
+    let chip = Chip::load(Some(&name), chip_file).context("option --chip")?;
+    let model = ChipModel::for_chip(&chip).context("option --chip")?;
+    Ok((chip, model))
 }
 
 /// Costs one spec on a chip preset (`v5e`, `v5p:2x2`, ...).
 pub fn cost_on_preset(text: &str, chip_name: &str) -> crate::Result<OpSummary> {
-    let model = ChipModel::preset(chip_name).context("option --chip")?;
-    cost_spec(text, chip_name, &model)
+    let (chip, model) = op_chip(chip_name, None)?;
+    cost_spec(text, &chip, &model)
 }
 
-fn cost_spec_inner(text: &str, chip_name: &str, chip: &ChipModel) -> anyhow::Result<OpSummary> {
+fn cost_spec_inner(text: &str, chip: &Chip, model: &ChipModel) -> anyhow::Result<OpSummary> {
     let value: serde_json::Value =
         serde_json::from_str(text).with_context(|| format!("op spec is not valid JSON: {text}"))?;
     let op_name = value.get("op").and_then(|v| v.as_str()).unwrap_or("");
     let mut s = match EXTERNAL_OPS.iter().find(|e| e.names.contains(&op_name)) {
-        Some(ext) => (ext.cost)(&value, chip_name)?,
-        None => tensorcore_summary(&value, chip)?,
+        Some(ext) => (ext.cost)(&value, chip, model)?,
+        None => tensorcore_summary(&value, model)?,
     };
     // Counts that overflowed (saturated) or came out empty are refused, never printed as a cost.
     if s.cycles == 0 || s.cycles == u64::MAX || !(s.time_ns.is_finite() && s.time_ns > 0.0) {

@@ -181,15 +181,6 @@ pub fn sc_gather_ns(p: &ScParams, sparsecores: u32, rows: u64, row_bytes: u64, h
     (ns_dma.max(ns_hbm), bytes)
 }
 
-/// A TensorCore `take` of `rows` rows: one row DMA issued every `cycles_per_row` cycles (a step
-/// parameter calibrated on the published Pallas figure), or the HBM bandwidth, whichever is slower.
-pub fn tc_gather_ns(clock_hz: u64, cycles_per_row: f64, rows: u64, row_bytes: u64, hbm_bytes_per_s: u64) -> (f64, u64) {
-    let bytes = rows.saturating_mul(row_bytes);
-    let ns_issue = rows as f64 * cycles_per_row / clock_hz as f64 * 1e9;
-    let ns_hbm = bytes as f64 * 2.0 / hbm_bytes_per_s as f64 * 1e9;
-    (ns_issue.max(ns_hbm), bytes * 2)
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -236,11 +227,9 @@ mod tests {
 
     #[test]
     fn pallas_gather_figure() {
-        // Published: 4.05 ms on 2 SparseCores; 18.1 ms with a TensorCore take.
+        // Published: 4.05 ms on 2 SparseCores (the TensorCore take is `sim_tpu::tensorcore::gather`'s).
         let (sc, _) = sc_gather_ns(&tpu7x(), 2, 4_194_304, 512, 3_686_000_000_000);
         assert!((sc / 4.05e6 - 1.0).abs() < 0.02, "{sc}");
-        let (tc, _) = tc_gather_ns(1_900_000_000, 8.2, 4_194_304, 512, 3_686_000_000_000);
-        assert!((tc / 18.1e6 - 1.0).abs() < 0.02, "{tc}");
     }
 
     #[test]

@@ -65,6 +65,8 @@ fn with_param(chip: &ChipModel, name: &str, f: impl Fn(f64) -> f64) -> ChipModel
             *v = next.clamp(lo, hi);
         }
     }
+    // The fit is on presets: the op model's stream rate is the calibrated constant itself.
+    trial.hbm.op_stream_bytes_per_cycle = trial.params.mm_hbm_bytes_per_cycle;
     trial
 }
 

@@ -20,8 +20,6 @@ pub struct StepParams {
     pub sc_tile_dma_bytes_per_cycle_milli: u64,
     /// Cycles of a barrier between serialised table groups.
     pub sc_serial_barrier_cycles: u64,
-    /// Cycles between row DMAs of a TensorCore `take` (gather), x 1000.
-    pub tc_gather_cycles_per_row_milli: u64,
     /// Fixed cost of one TensorCore kernel (fusion) in a step, ns.
     pub tc_kernel_launch_ns: u64,
     /// Latency of one ICI hop, ns.
@@ -38,11 +36,6 @@ impl StepParams {
     /// The tile DMA rate in bytes per cycle.
     pub fn sc_tile_dma_bytes_per_cycle(&self) -> f64 {
         self.sc_tile_dma_bytes_per_cycle_milli as f64 / 1000.0
-    }
-
-    /// The TensorCore gather's cycles per row.
-    pub fn tc_gather_cycles_per_row(&self) -> f64 {
-        self.tc_gather_cycles_per_row_milli as f64 / 1000.0
     }
 
     /// The names of the parameters, in file order.
@@ -75,7 +68,7 @@ mod tests {
     fn file_has_every_field_with_a_source() {
         let m: serde_json::Map<String, serde_json::Value> = serde_json::from_str(PARAMS_JSON).unwrap();
         let names = StepParams::field_names();
-        assert_eq!(names.len(), 10);
+        assert_eq!(names.len(), 9);
         for (k, v) in &m {
             let src = v["source"].as_str().unwrap();
             assert!(

@@ -197,7 +197,7 @@ fn recursive_and_exploding_calls_are_refused() {
 #[test]
 fn what_if_chips_scale_the_right_rates() {
     use sim_tpu::chips::Chip;
-    use sim_tpu::hlo::chip_model;
+    let chip_model = ChipModel::for_chip;
     let base = Chip::preset("v5e").unwrap();
     let m0 = chip_model(&base).unwrap();
     assert_eq!(m0, ChipModel::preset("v5e").unwrap());
@@ -207,7 +207,8 @@ fn what_if_chips_scale_the_right_rates() {
         .with_overrides(&serde_json::json!({ "hbm_bytes_per_s": hbm }))
         .unwrap();
     let m1 = chip_model(&fast).unwrap();
-    assert!((m1.params.mm_hbm_bytes_per_cycle / m0.params.mm_hbm_bytes_per_cycle - 2.0).abs() < 1e-9);
+    assert!((m1.hbm.op_stream_bytes_per_cycle / m0.hbm.op_stream_bytes_per_cycle - 2.0).abs() < 1e-9);
+    assert!((m1.hbm.hlo_stream_bytes_per_cycle / m0.hbm.hlo_stream_bytes_per_cycle - 2.0).abs() < 1e-9);
     assert_eq!(m1.mxu, m0.mxu);
     let wide = base
         .clone()

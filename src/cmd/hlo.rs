@@ -75,7 +75,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
     let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
-        let model = sim_tpu::hlo::chip_model(&chip)?;
+        let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip)?;
         let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;
         sim_core::output::write_atomic(path, trace).with_context(|| format!("writing {}", path.display()))?;
     }

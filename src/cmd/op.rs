@@ -4,8 +4,7 @@
 use std::io::{BufRead, Write};
 
 use anyhow::{bail, Context};
-use sim_tpu::tensorcore::{self, ChipModel};
-use tpusim_api::op::{cost_spec, OpSummary};
+use tpusim_api::op::{cost_spec, op_chip, OpSummary};
 
 /// Arguments of `tpusim op`.
 #[derive(clap::Args)]
@@ -75,14 +74,18 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
 /// Runs `tpusim op`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     // Load the chip up front so a bad --chip is reported even with empty stdin.
-    let model = match &args.chip_file {
-        None => ChipModel::preset(&args.chip).context("option --chip")?,
-        Some(path) => {
-            let name = tensorcore::chip::normalize_chip_name(&args.chip);
-            let chip = super::chips::load_chip(Some(&name), Some(path)).context("option --chip-file")?;
-            ChipModel::for_chip(&chip).context("option --chip")?
+    let file = match &args.chip_file {
+        None => None,
+        Some(p) => {
+            let text =
+                std::fs::read_to_string(p).with_context(|| format!("option --chip-file: reading {}", p.display()))?;
+            Some(
+                serde_json::from_str::<serde_json::Value>(&text)
+                    .with_context(|| format!("option --chip-file: parsing {}", p.display()))?,
+            )
         }
     };
+    let (chip, model) = op_chip(&args.chip, file.as_ref())?;
     let mut specs: Vec<(String, String)> = Vec::new();
     if let Some(s) = &args.spec {
         specs.push(("argument".to_string(), s.clone()));
@@ -101,7 +104,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     // Cost everything first, so a bad spec exits 2 before any output.
     let results = specs
         .iter()
-        .map(|(origin, text)| cost_spec(text, &args.chip, &model).with_context(|| origin.clone()))
+        .map(|(origin, text)| cost_spec(text, &chip, &model).with_context(|| origin.clone()))
         .collect::<anyhow::Result<Vec<_>>>()?;
     let stdout = std::io::stdout();
     let mut out = stdout.lock();

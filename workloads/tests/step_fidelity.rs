@@ -268,7 +268,7 @@ fn dense_hlo_stage_equals_the_hlo_total() {
     w.resolve_paths(std::path::Path::new(file).parent().unwrap());
     let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
     let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
-    let model = sim_tpu::hlo::chip_model(&chip).unwrap();
+    let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip).unwrap();
     let module = sim_tpu::hlo::HloModule::parse(&text).unwrap();
     let total = sim_tpu::hlo::cost_module(&module, &model).unwrap().total_cycles;
     let r = run_with(&w, serde_json::json!({"tc_kernel_launch_ns": 0}));

@@ -467,7 +467,7 @@ fn cost_kernel(
                 // goes to HBM.
                 let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
                 let out_dma = if stays {
-                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / p.mm_hbm_bytes_per_cycle.max(1e-9)
+                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
                 } else {
                     0.0
                 };
@@ -788,9 +788,8 @@ pub fn cost_module(module: &HloModule, chip: &ChipModel) -> Result<ModuleCost, H
         .find(|h| h.name == chip.name)
         .ok_or_else(|| HloError::Unsupported(format!("no hlo calibration for chip `{}`", chip.name)))?;
     let mut hp = preset.clone();
-    // A what-if HBM bandwidth (see `chip_model`) scales the calibrated matmul stream rate; follow it.
-    let base = ChipModel::preset(&chip.name).map_err(|e| HloError::Unsupported(e.to_string()))?;
-    hp.hbm_bytes_per_cycle *= chip.params.mm_hbm_bytes_per_cycle / base.params.mm_hbm_bytes_per_cycle.max(1e-9);
+    // The chip's fused-kernel stream rate, what-ifs applied (`ChipModel::for_chip`).
+    hp.hbm_bytes_per_cycle = chip.hbm.hlo_stream_bytes_per_cycle;
     cost_module_with(module, chip, &hp)
 }
 

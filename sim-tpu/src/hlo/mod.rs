@@ -84,42 +84,6 @@ impl HloModule {
     }
 }
 
-/// The TensorCore model of `chip`, a preset possibly with overridden fields (`--set chip.FIELD=VALUE`): clock and
-/// MXU geometry from the spec; the HBM stream rate of the preset's calibration scaled by the spec's HBM bandwidth
-/// (`hbm_bytes_per_s` and `model_hbm_bytes_per_s`) over the preset's and by the preset's clock over the spec's; MXU
-/// count scaled with `mxus_per_tensorcore`.
-pub fn chip_model(chip: &Chip) -> Result<ChipModel, HloError> {
-    let bad = |e: String| HloError::Unsupported(e);
-    let preset = Chip::preset(&chip.spec.name).map_err(|e| bad(e.to_string()))?;
-    let mut spec = chip.spec.clone();
-    // A `tc_clock_mhz` what-if moves the model clock in proportion.
-    if spec.tc_clock_mhz != preset.spec.tc_clock_mhz && spec.model_clock_mhz == preset.spec.model_clock_mhz {
-        spec.model_clock_mhz = (preset.spec.model_clock_mhz as f64 * spec.tc_clock_mhz as f64
-            / preset.spec.tc_clock_mhz.max(1) as f64)
-            .round() as u64;
-    }
-    if spec.mxus_per_tensorcore != preset.spec.mxus_per_tensorcore
-        && spec.model_peak_flops_per_cycle == preset.spec.model_peak_flops_per_cycle
-    {
-        spec.model_peak_flops_per_cycle = preset.spec.model_peak_flops_per_cycle * spec.mxus_per_tensorcore as u64
-            / preset.spec.mxus_per_tensorcore.max(1) as u64;
-    }
-    let adjusted = Chip {
-        spec: spec.clone(),
-        ..chip.clone()
-    };
-    let mut model = ChipModel::for_chip(&adjusted).map_err(|e| bad(e.to_string()))?;
-    let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
-    let hbm = ratio(spec.hbm_bytes_per_s, preset.spec.hbm_bytes_per_s)
-        * ratio(spec.model_hbm_bytes_per_s, preset.spec.model_hbm_bytes_per_s)
-        * ratio(preset.spec.model_clock_mhz, spec.model_clock_mhz);
-    if !(hbm.is_finite() && hbm > 0.0) {
-        return Err(bad("HBM bandwidth and clock must be positive".into()));
-    }
-    model.params.mm_hbm_bytes_per_cycle *= hbm;
-    Ok(model)
-}
-
 /// Everything `tpusim hlo` reports for one module on one chip.
 ///
 /// As JSON: the [`ModuleCost`] fields, each kernel with its `domain` ([`KernelDomain`]), then the capacity
@@ -186,7 +150,7 @@ mod erased {
 
 /// Costs `module` on `chip` (a preset with any overrides) and adds the capacity verdict and the bottleneck.
 pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
-    let model = chip_model(chip)?;
+    let model = ChipModel::for_chip(chip).map_err(|e| HloError::Unsupported(e.to_string()))?;
     let cost = cost_module(module, &model)?;
     let hbm = chip.spec.hbm_bytes;
     let mut warnings = Vec::new();

@@ -140,7 +140,9 @@ impl TcParams {
 pub struct ChipModel {
     /// Preset name (`v4`, `v5e`, `v5p`, `v6e`, `tpu7x`).
     pub name: String,
-    /// Clock the compiler's cycle estimates are counted in, in Hz (the preset's `model_clock_mhz`).
+    /// The TensorCore clock, Hz: the one every TensorCore cycle count of every command is in (kernels,
+    /// gathers, the step's TensorCore unit). The compiler's `model_clock_mhz`, moved by what-ifs as
+    /// [`ChipModel::for_chip`] says.
     pub clock_hz: f64,
     /// MXU geometry of one compiler device (preset `mxu_dim`; count = `model_peak_flops_per_cycle` / 2 dim^2).
     pub mxu: MxuGeometry,
@@ -153,10 +155,34 @@ pub struct ChipModel {
     pub prefetch_budget_bytes: u64,
     /// Whether one compiler device is a megacore pair of TensorCores (spec `megacore`).
     pub megacore: bool,
+    /// TensorCores in one compiler device (spec `model_device_tensorcores`): they split its kernels.
+    pub device_tensorcores: u32,
     /// Common memory (v4's CMEM) bytes, 0 where the chip has none (spec `cmem_bytes`).
     pub cmem_bytes: u64,
-    /// Fitted constants.
+    /// The chip's HBM rates, each for its own use, with the chip's what-ifs applied.
+    pub hbm: HbmRates,
+    /// Fitted constants (as calibrated on the preset; what-ifs act through `clock_hz`, `mxu` and `hbm`).
     pub params: TcParams,
+}
+
+/// The HBM rates of one chip side by side, each with the model that uses it. A what-if on the chip's
+/// HBM bandwidth (`hbm_bytes_per_s`, or the compiler's `model_hbm_bytes_per_s`) scales all of them by
+/// the same ratio over the preset, so every command sees the same faster or slower memory.
+#[derive(Clone, Debug, PartialEq)]
+pub struct HbmRates {
+    /// The chip's HBM bandwidth, bytes/s (datasheet `hbm_bytes_per_s`): the step simulator's shared HBM
+    /// resource that SparseCore and TensorCore transfers draw on, and the SparseCore gather's ceiling.
+    pub chip_bytes_per_s: u64,
+    /// HBM bandwidth of one compiler device as the compiler's cost model charges it, bytes/s
+    /// (`model_hbm_bytes_per_s`, read off the compiler's estimates): the TensorCore's transfer cap in a
+    /// step, its memory-bound passes (optimizer update) and the TensorCore gather's ceiling.
+    pub device_bytes_per_s: u64,
+    /// Bytes per cycle the op model's window pipeline streams (`mm_hbm_bytes_per_cycle`, fitted on the
+    /// compiler's single-op estimates of the same chip): `tpusim op`, `select` and `run`'s built-in kernels.
+    pub op_stream_bytes_per_cycle: f64,
+    /// Bytes per cycle the HLO model's fused kernels stream: `device_bytes_per_s` over the clock
+    /// (`tpusim hlo`, `run` with `dense.hlo`).
+    pub hlo_stream_bytes_per_cycle: f64,
 }
 
 /// The calibrated part of a chip model, as stored in `calibration.json`.
@@ -225,8 +251,16 @@ impl ChipModel {
         ChipModel::for_chip(&chip)
     }
 
-    /// The model for a chip spec (a preset, possibly with `--chip-file` overrides): clock and MXU geometry from
-    /// the spec, constants from the calibration of the preset it names.
+    /// The one constructor of the TensorCore model from a chip: a preset with any chip-file or
+    /// `--set chip.FIELD=VALUE` overrides, used by `op`, `hlo`, `select` and `run` alike. What-ifs
+    /// against the preset the chip names:
+    /// - clock: `model_clock_mhz` (the clock the compiler counts cycles in), moved in proportion by a
+    ///   `tc_clock_mhz` override when `model_clock_mhz` itself is not overridden;
+    /// - MXUs: `model_peak_flops_per_cycle`, moved in proportion by `mxus_per_tensorcore` likewise;
+    /// - HBM: every rate of [`HbmRates`] scaled by `hbm_bytes_per_s` and `model_hbm_bytes_per_s` over the
+    ///   preset's, the per-cycle rates also by the preset's clock over the chip's.
+    ///
+    /// Constants come from the calibration of the preset the chip names.
     pub fn for_chip(chip: &Chip) -> Result<ChipModel, OpError> {
         let key = normalize_chip_name(&chip.spec.name);
         let cal = Calibration::embedded()
@@ -236,29 +270,67 @@ impl ChipModel {
             .ok_or_else(|| OpError::UnknownChip {
                 chip: chip.spec.name.clone(),
             })?;
-        ChipModel::from_parts(chip, cal)
+        let preset = Chip::preset(&key).map_err(|_| OpError::UnknownChip {
+            chip: chip.spec.name.clone(),
+        })?;
+        ChipModel::build(chip, &preset, cal)
     }
 
     fn from_parts(chip: &Chip, cal: CalibratedChip) -> Result<ChipModel, OpError> {
-        let s = &chip.spec;
+        ChipModel::build(chip, chip, cal)
+    }
+
+    fn build(chip: &Chip, preset: &Chip, cal: CalibratedChip) -> Result<ChipModel, OpError> {
+        let (s, base) = (&chip.spec, &preset.spec);
         let invalid = |reason: String| OpError::InvalidParam {
             field: "chip".into(),
             reason,
         };
-        let dim = s.mxu_dim as u64;
-        if dim == 0 || s.model_clock_mhz == 0 {
-            return Err(invalid(format!("{}: mxu_dim and model_clock_mhz must be > 0", s.name)));
+        let positive = [
+            ("mxu_dim", s.mxu_dim as u64),
+            ("model_clock_mhz", s.model_clock_mhz),
+            ("tc_clock_mhz", s.tc_clock_mhz),
+            ("hbm_bytes_per_s", s.hbm_bytes_per_s),
+            ("model_hbm_bytes_per_s", s.model_hbm_bytes_per_s),
+        ];
+        if let Some((f, _)) = positive.iter().find(|(_, v)| *v == 0) {
+            return Err(invalid(format!("{}: {f} must be > 0", s.name)));
         }
-        let count = (s.model_peak_flops_per_cycle / (2 * dim * dim)).max(1);
+        let ratio = |a: u64, b: u64| if b == 0 { 1.0 } else { a as f64 / b as f64 };
+        let clock_mhz = if s.model_clock_mhz == base.model_clock_mhz {
+            base.model_clock_mhz as f64 * ratio(s.tc_clock_mhz, base.tc_clock_mhz)
+        } else {
+            s.model_clock_mhz as f64
+        };
+        let peak = if s.model_peak_flops_per_cycle == base.model_peak_flops_per_cycle {
+            base.model_peak_flops_per_cycle * s.mxus_per_tensorcore as u64 / base.mxus_per_tensorcore.max(1) as u64
+        } else {
+            s.model_peak_flops_per_cycle
+        };
+        let dim = s.mxu_dim as u64;
+        let count = (peak / (2 * dim * dim)).max(1);
+        let clock_hz = clock_mhz.round() * 1e6;
+        let hbm_scale =
+            ratio(s.hbm_bytes_per_s, base.hbm_bytes_per_s) * ratio(s.model_hbm_bytes_per_s, base.model_hbm_bytes_per_s);
+        let device_bytes_per_s = (base.model_hbm_bytes_per_s as f64 * hbm_scale).round() as u64;
+        let per_cycle = hbm_scale * base.model_clock_mhz as f64 * 1e6 / clock_hz;
+        let hbm = HbmRates {
+            chip_bytes_per_s: s.hbm_bytes_per_s,
+            device_bytes_per_s,
+            op_stream_bytes_per_cycle: cal.params.mm_hbm_bytes_per_cycle * per_cycle,
+            hlo_stream_bytes_per_cycle: device_bytes_per_s as f64 / clock_hz,
+        };
         Ok(ChipModel {
             name: cal.name,
-            clock_hz: s.model_clock_mhz as f64 * 1e6,
+            clock_hz,
             mxu: MxuGeometry { width: dim, count },
             scoped_vmem_bytes: cal.scoped_vmem_bytes,
             matvec_on_mxu: cal.matvec_on_mxu,
             prefetch_budget_bytes: cal.prefetch_budget_bytes,
             megacore: s.megacore,
+            device_tensorcores: s.model_device_tensorcores.max(1),
             cmem_bytes: s.cmem_bytes,
+            hbm,
             params: cal.params,
         })
     }

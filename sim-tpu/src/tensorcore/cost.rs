@@ -197,7 +197,7 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
     let launch_c = launch.max(0.0).round() as u64;
     let body_c = body.max(0.0).round() as u64;
     let bound = if launch_c > body_c { Bound::Launch } else { bound };
-    let hbm_busy = ((total_bytes as f64) / p.mm_hbm_bytes_per_cycle.max(1e-9)).round() as u64;
+    let hbm_busy = ((total_bytes as f64) / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)).round() as u64;
     let phase = |stage: &str, unit: Unit, busy: u64, bytes: u64| Phase {
         name: format!("{}/{stage}", k.name),
         unit,
@@ -335,7 +335,7 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
     } else {
         p.mm_out_32bit
     };
-    let bw = p.mm_hbm_bytes_per_cycle.max(1e-9);
+    let bw = chip.hbm.op_stream_bytes_per_cycle.max(1e-9);
     let scoped = chip.scoped_vmem_bytes as f64;
     let mut best: Option<MxuPlan> = None;
     let mut fallback: Option<MxuPlan> = None;

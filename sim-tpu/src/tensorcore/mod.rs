@@ -29,11 +29,12 @@
 pub mod calibration;
 pub mod chip;
 pub mod cost;
+pub mod gather;
 pub mod lower;
 pub mod padding;
 pub mod spec;
 
-pub use chip::{CalibratedChip, Calibration, ChipModel, MxuGeometry, TcParams, CHIP_NAMES};
+pub use chip::{CalibratedChip, Calibration, ChipModel, HbmRates, MxuGeometry, TcParams, CHIP_NAMES};
 pub use cost::{Bound, KernelCost, OpCost, Phase, Unit};
 pub use spec::{Dtype, OpSpec, OP_NAMES};
 

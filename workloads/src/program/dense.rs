@@ -6,8 +6,8 @@ use serde_json::json;
 use sim_tpu::tensorcore::{cost, OpSpec, Phase};
 
 use super::resolve::Plan;
-use crate::gather::{gather_cost, GatherSite};
 use crate::spec::{Dtype, Interaction, WorkloadError};
+use sim_tpu::tensorcore::gather::{tc_gather, GatherOp};
 
 /// What part of the step a kernel belongs to.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -49,10 +49,12 @@ pub struct DenseProgram {
     pub forward: Vec<Kernel>,
     /// Backward kernels in order.
     pub backward: Vec<Kernel>,
-    /// After the all-reduce: reduction between the chip's replicas (if several) and the update.
+    /// After the all-reduce: the replicas' gradients gathered back (if several) and the update.
     pub update: Vec<Kernel>,
-    /// Kernel before the all-reduce (the conversion of gradients to the all-reduce dtype), if any.
-    pub convert: Option<Kernel>,
+    /// Between the backward pass and the all-reduce: the chip's replicas reduce-scatter their
+    /// gradients (if several). The conversion to the all-reduce dtype has no kernel of its own: the
+    /// compiler fuses it into the kernels that produce the gradients.
+    pub before_all_reduce: Vec<Kernel>,
     /// Dense parameters per replica (weights, biases and TensorCore tables).
     pub parameters: u64,
     /// Bytes one replica's gradients put into the all-reduce.
@@ -85,7 +87,7 @@ impl DenseProgram {
         self.forward
             .iter()
             .chain(&self.backward)
-            .chain(&self.convert)
+            .chain(&self.before_all_reduce)
             .chain(&self.update)
     }
 }
@@ -150,7 +152,7 @@ impl Builder<'_> {
         // run at once, a megacore replica splits the pass.
         let per_tc = bytes * replicas / p.tc_share;
         let cycles =
-            (per_tc as u128 * p.model.clock_hz as u128).div_ceil(p.spec().model_hbm_bytes_per_s.max(1) as u128) as u64;
+            (per_tc as u128 * p.model.clock_hz as u128).div_ceil(p.model.hbm.device_bytes_per_s.max(1) as u128) as u64;
         Kernel {
             name,
             role: KernelRole::Update,
@@ -162,26 +164,60 @@ impl Builder<'_> {
         }
     }
 
-    /// A TensorCore gather (or scatter-add) of `rows` rows of `row_bytes`.
+    /// The chip's replicas (one per TensorCore) combine their gradients as the all-reduce's first
+    /// and last hops over HBM: before it each TensorCore sums its half of the parameters from both
+    /// replicas (reads two halves, writes one: 1.5 gradient copies), after it each reads the other
+    /// half's sum back (one copy). One replica per chip has neither.
+    fn replica_reduction(&self, parameters: u64, grad_bytes: u64) -> (Vec<Kernel>, Vec<Kernel>) {
+        if self.p.replicas_per_chip < 2 {
+            return (Vec::new(), Vec::new());
+        }
+        let halves = self.p.replicas_per_chip;
+        let share = parameters.div_ceil(halves);
+        let scatter = Kernel {
+            role: KernelRole::Backward,
+            ..self.streaming(
+                "gradients reduce-scattered across the chip's replicas".into(),
+                share,
+                halves * grad_bytes + grad_bytes,
+            )
+        };
+        let gather = self.streaming(
+            "gradients all-gathered across the chip's replicas".into(),
+            share,
+            (halves - 1) * grad_bytes * 2,
+        );
+        (vec![scatter], vec![gather])
+    }
+
+    /// A TensorCore gather of `rows` rows of `row_bytes`, or the scatter-add of their gradients
+    /// into the dense gradient of the TensorCore tables (`table_elements` elements).
     fn gather(
         &self,
         name: String,
         role: KernelRole,
-        rows: u64,
-        row_bytes: u64,
-        scatter: bool,
+        (rows, row_bytes): (u64, u64),
+        table_elements: u64,
+        op: GatherOp,
     ) -> Result<Kernel, WorkloadError> {
         let p = self.p;
-        let g = gather_cost(&p.chip, GatherSite::TensorCore, rows.div_ceil(p.tc_share), row_bytes)
+        // Each compiler device takes its share of the rows (its replica's, or its part of a megacore
+        // kernel's). A scatter-add writes the dense gradient: a megacore kernel splits it, while
+        // replicas on separate TensorCores each write their own whole copy.
+        let share = p.tc_share;
+        let table = if p.megacore {
+            table_elements.div_ceil(share)
+        } else {
+            table_elements
+        };
+        let g = tc_gather(&p.model, op, rows.div_ceil(share), row_bytes, table)
             .map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
-        // A scatter-add reads and writes each row: twice a gather's traffic and issue slots.
-        let k = if scatter { 2 } else { 1 };
         Ok(Kernel {
             name,
             role,
-            cycles: (g.time_ns * k as f64 * p.model.clock_hz / 1e9).ceil() as u64,
-            hbm_bytes: g.hbm_bytes * k * p.tc_share,
-            hbm_unpadded: g.hbm_bytes_unpadded * k * p.tc_share,
+            cycles: g.cycles,
+            hbm_bytes: g.hbm_bytes * share,
+            hbm_unpadded: g.hbm_bytes * share,
             vmem_bytes: 0,
             phases: Vec::new(),
         })
@@ -284,17 +320,14 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
     let bad = |e: String| WorkloadError::Spec(format!("dense.hlo {}: {e}", path.display()));
     let text = std::fs::read_to_string(path).map_err(|e| bad(e.to_string()))?;
     let module = sim_tpu::hlo::HloModule::parse(&text).map_err(|e| bad(e.to_string()))?;
-    let model = sim_tpu::hlo::chip_model(&p.chip).map_err(|e| bad(e.to_string()))?;
-    let cost = sim_tpu::hlo::cost_module(&module, &model).map_err(|e| bad(e.to_string()))?;
-    // Cycles of the HLO's clock, in the step's TensorCore clock.
-    let scale = p.model.clock_hz / model.clock_hz;
+    let cost = sim_tpu::hlo::cost_module(&module, &p.model).map_err(|e| bad(e.to_string()))?;
     let forward: Vec<Kernel> = cost
         .kernels
         .iter()
         .map(|k| Kernel {
             name: format!("hlo {}", k.name),
             role: KernelRole::Program,
-            cycles: (k.cycles as f64 * scale).round() as u64,
+            cycles: k.cycles,
             hbm_bytes: k.hbm_bytes,
             hbm_unpadded: k.hbm_unpadded_bytes,
             vmem_bytes: k.vmem_bytes,
@@ -320,14 +353,7 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
         b: w.batch_per_chip(),
     };
     let grad_bytes_per = w.dense.gradient_dtype.bytes();
-    let mut update = Vec::new();
-    if p.replicas_per_chip > 1 {
-        update.push(bld.streaming(
-            "gradients across the chip's replicas".into(),
-            parameters,
-            3 * grad_bytes_per,
-        ));
-    }
+    let (before_all_reduce, mut update) = bld.replica_reduction(parameters, grad_bytes_per);
     // Data parallelism applies the optimizer after the all-reduce, outside the per-replica program.
     update.push(bld.streaming(
         format!("{:?} update", w.dense.optimizer).to_lowercase(),
@@ -339,7 +365,7 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
         forward,
         backward: Vec::new(),
         update,
-        convert: None,
+        before_all_reduce,
         parameters,
         gradient_bytes: parameters * w.dense.gradient_dtype.bytes(),
         // The program's own buffers: arguments, outputs and temporaries, per replica.
@@ -378,9 +404,9 @@ fn builtin_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
         fwd.push(bld.gather(
             "tensorcore tables gather".into(),
             KernelRole::Forward,
-            tc_rows,
-            tc_row_bytes,
-            false,
+            (tc_rows, tc_row_bytes),
+            tc_params,
+            GatherOp::Take,
         )?);
     }
     let f = w.features.len() as u64 + 1;
@@ -449,33 +475,16 @@ fn builtin_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
         backward.push(bld.gather(
             "tensorcore tables scatter-add".into(),
             KernelRole::Backward,
-            tc_rows,
-            tc_row_bytes,
-            true,
+            (tc_rows, tc_row_bytes),
+            tc_params,
+            GatherOp::ScatterAdd,
         )?);
     }
     backward.extend(bwd);
 
     let parameters = bottom_params + top_params + cross_params + tc_params;
     let grad_bytes_per = w.dense.gradient_dtype.bytes();
-    let convert = if w.dense.gradient_dtype == Dtype::Bf16 {
-        // f32 gradients read, bf16 written.
-        Some(Kernel {
-            role: KernelRole::Backward,
-            ..bld.streaming("gradients to bf16".into(), parameters, 4 + 2)
-        })
-    } else {
-        None
-    };
-    let mut update = Vec::new();
-    if p.replicas_per_chip > 1 {
-        // Replicas of one chip add their gradients before (or as part of) the chip's all-reduce.
-        update.push(bld.streaming(
-            "gradients across the chip's replicas".into(),
-            parameters,
-            3 * grad_bytes_per,
-        ));
-    }
+    let (before_all_reduce, mut update) = bld.replica_reduction(parameters, grad_bytes_per);
     // The optimizer: f32 weights and slots read and written, the gradient read.
     let slots = w.dense.optimizer.slots();
     update.push(bld.streaming(
@@ -494,7 +503,7 @@ fn builtin_program(p: &Plan) -> Result<DenseProgram, WorkloadError> {
         forward: fwd,
         backward,
         update,
-        convert,
+        before_all_reduce,
         parameters,
         gradient_bytes: parameters * grad_bytes_per,
         activation_bytes,

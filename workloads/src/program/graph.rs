@@ -182,7 +182,7 @@ pub fn shape_key(p: &Plan, dense: &DenseProgram) -> String {
         dense.forward.len(),
         dense.backward.len(),
         dense.embedding_grads_ready,
-        dense.convert.is_some(),
+        dense.before_all_reduce.len(),
         dense.update.len()
     )
 }
@@ -469,7 +469,9 @@ fn emit(
         .map(|s| e.add_unit(&chip, &format!("SC {s}"), Clock { hz: sc.clock_hz }, QueuePolicy::Fifo))
         .collect::<Result<_, _>>()
         .map_err(err)?;
-    let hbm = e.add_bandwidth(&chip, "HBM", spec.hbm_bytes_per_s).map_err(err)?;
+    let hbm = e
+        .add_bandwidth(&chip, "HBM", p.model.hbm.chip_bytes_per_s)
+        .map_err(err)?;
     let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
     let ici = e.add_bandwidth(&chip, "ICI", ici_bytes_per_s).map_err(err)?;
     let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
@@ -513,7 +515,7 @@ fn emit(
     let sc_dma_cap = ((sc.tile_dma_bytes_per_cycle * sc.tiles as f64 * sc.clock_hz as f64) as u64)
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
         .max(1);
-    let tc_hbm_cap = (spec.model_hbm_bytes_per_s * p.tc_share).max(1);
+    let tc_hbm_cap = (p.model.hbm.device_bytes_per_s * p.tc_share).max(1);
     let b = w.batch_per_chip();
     let chips = w.chips as u64;
     let link = spec.ici_bytes_per_s_per_link;
@@ -673,7 +675,7 @@ fn emit(
         if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
             grads_ready = prev;
         }
-        if let Some(k) = &dense.convert {
+        for k in &dense.before_all_reduce {
             prev = g.kernel(prev, k, i, tc_hbm_cap)?;
         }
         if do_collectives {
