@@ -302,7 +302,7 @@ fn dense_hlo_band_carries_into_the_step_time() {
     w.resolve_paths(std::path::Path::new(file).parent().unwrap());
     let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
     let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
-    let model = sim_tpu::hlo::chip_model(&chip).unwrap();
+    let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip).unwrap();
     let cost = sim_tpu::hlo::cost_module(&sim_tpu::hlo::HloModule::parse(&text).unwrap(), &model).unwrap();
     let (band, _) = sim_tpu::band::hlo_band(&cost, &sim_tpu::band::BandData::embedded().hlo);
     let s = run(&w).summary;

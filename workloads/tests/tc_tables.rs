@@ -29,7 +29,7 @@ fn scatter_add_follows_the_workloads_megacore_flag() {
         .map(|t| t.vocab * t.dim)
         .sum();
     assert_eq!(tables, 5120 * 128, "the preset's TensorCore tables");
-    let per_cycle = 491e9 / 1.045e9;
+    let per_cycle: f64 = 491e9 / 1.045e9;
     let off = (3600.0 + 5120.0 * 128.0 * 8.0 / per_cycle).ceil() as u64;
     let on = (3600.0 + 2560.0 * 128.0 * 8.0 / per_cycle).ceil() as u64;
     assert_eq!(scatter_cycles(false), off);

@@ -6,7 +6,7 @@ use serde_json::json;
 use sim_tpu::tensorcore::{cost, OpSpec, Phase};
 
 use super::resolve::Plan;
-use crate::spec::{Dtype, Interaction, WorkloadError};
+use crate::spec::{Interaction, WorkloadError};
 use sim_tpu::tensorcore::gather::{tc_gather, GatherOp};
 
 /// What part of the step a kernel belongs to.
@@ -335,11 +335,10 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
         })
         .collect();
     let (band, _) = sim_tpu::band::hlo_band(&cost, &sim_tpu::band::BandData::embedded().hlo);
-    let at_step_clock = |c: u64| (c as f64 * scale).round() as u64;
     let hlo_band = Some(HloBand {
         cycles: forward.iter().map(|k| k.cycles).sum(),
-        cycles_low: at_step_clock(band.total_cycles_low),
-        cycles_high: at_step_clock(band.total_cycles_high),
+        cycles_low: band.total_cycles_low,
+        cycles_high: band.total_cycles_high,
         out_of_domain_fraction: band.out_of_domain_fraction,
     });
     let parameters = updated_parameter_elements(&module);
