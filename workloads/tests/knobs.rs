@@ -252,8 +252,18 @@ fn id_bound_check_reports_where_and_costs_host_time() {
     w.resolve_paths(dir);
     // The data's item ids run to about 5,000: a 100-row table puts most of them out of range.
     w.tables[1].vocab = 100;
-    let unchecked = result(&w, false);
-    assert!(unchecked.warnings.iter().any(|x| x.contains("went unchecked")));
+    // Without the device's bound check the ids would be read silently: refused as bad input, naming
+    // the feature, the table and the knob that models the check.
+    let refused = simulate(&w, &RunOptions::default()).unwrap_err().to_string();
+    assert!(
+        refused.contains("features.history")
+            && refused.contains("table 'item'")
+            && refused.contains("xla_sparse_core_enable_id_bound_check"),
+        "{refused}"
+    );
+    let mut in_range = w.clone();
+    in_range.tables[1].vocab = 1 << 20;
+    let unchecked = result(&in_range, false);
     w.xla_sparse_core_enable_id_bound_check = true;
     let checked = result(&w, false);
     assert!(!checked.summary.fits);

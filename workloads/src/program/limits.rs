@@ -100,7 +100,9 @@ pub fn check(p: &Plan, work: &RunWork) -> LimitsOutcome {
                     .iter()
                     .map(|n| format!("{} >= {}", n.limit.as_str(), n.needed))
                     .collect();
-                let buffer_message = if run.padded_ids_per_chip > chip_buffer {
+                // What the step itself hit first (the static buffer, or a per-table cap that lowered the
+                // partition limit) stays in front of what the whole run needs.
+                let buffer_message = if run.padded_ids_per_chip > chip_buffer || run.message.contains("_per_table = ") {
                     format!("{message}; ")
                 } else {
                     String::new()
