@@ -292,7 +292,12 @@ fn readme_whole_step_and_sensitivity() {
     assert!(v["assumptions"].as_array().unwrap().len() >= 5);
     // The kernel launch cost (assumed) moves the step by 10%: over the 5% that makes an assumption
     // one the answer hangs on (the README says so).
-    assert_eq!(v["dominant"], serde_json::json!(["tc_kernel_launch_ns"]), "{}", v["dominant"]);
+    assert_eq!(
+        v["dominant"],
+        serde_json::json!(["tc_kernel_launch_ns"]),
+        "{}",
+        v["dominant"]
+    );
     // The headline's one-at-a-time range is the lowest and highest step time of the table's rows.
     let rows = v["assumptions"].as_array().unwrap();
     let times = rows.iter().flat_map(|a| {

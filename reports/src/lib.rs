@@ -31,6 +31,9 @@ use sim_core::summary::RunSummary;
 
 use plot::{err, font, Axis, Figure, PlotError, Swatch, PALETTE};
 
+/// A legend entry: its swatch and its label.
+type LegendEntry = (Swatch, String);
+
 /// The span argument naming a span's stage (the `palette::STAGES` key).
 pub const STAGE_ARG: &str = "stage";
 /// The thread of the HBM transfers.
@@ -197,7 +200,7 @@ impl Gantt<'_> {
 
     /// The legend: a box per row's stage (and kernel launches when the critical path holds
     /// them), then a line of the critical path's outline, the staleness arrow and step numbers.
-    fn legend(&self, rows: &[Row]) -> (Vec<(Swatch, String)>, Vec<(Swatch, String)>) {
+    fn legend(&self, rows: &[Row]) -> (Vec<LegendEntry>, Vec<LegendEntry>) {
         let mut boxes: Vec<(Swatch, String)> = rows
             .iter()
             .filter_map(|r| match r {

@@ -116,7 +116,14 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     };
     // The reference sample and the corpus's op records (skinny and decode matmuls, stride-2 convolutions).
     let mut records = Vec::new();
-    for name in ["tc_records.jsonl.gz", "corpus_records.jsonl.gz"] {
+    // `--reference-only`: the reference sample alone (the corpus's skinny shapes pull the square ones off).
+    let reference_only = args.iter().any(|a| a == "--reference-only");
+    let files: &[&str] = if reference_only {
+        &["tc_records.jsonl.gz"]
+    } else {
+        &["tc_records.jsonl.gz", "corpus_records.jsonl.gz"]
+    };
+    for name in files {
         let path = format!("{}/../testdata/ops/{name}", env!("CARGO_MANIFEST_DIR"));
         let mut text = String::new();
         flate2::read::GzDecoder::new(&std::fs::read(&path)?[..]).read_to_string(&mut text)?;

@@ -54,5 +54,11 @@ fn every_set_has_a_provenance_and_rows_quote_heldout_figures_only() {
         );
     }
     let g = l.agreement.iter().find(|r| r.id == "sc_gather").unwrap();
-    assert!(g.result.contains("no held-out figure"), "{}", g.result);
+    // The SparseCore gather is calibrated on its one published figure (said so, never "agrees"); the
+    // TensorCore take's constants come from the compiler, so its published figure is a held-out check.
+    assert!(
+        g.result.contains("calibrated on it") && g.result.contains("held out"),
+        "{}",
+        g.result
+    );
 }
