@@ -21,9 +21,10 @@ pub fn parse_spec(text: &str, origin: &str) -> crate::Result<PreprocessSpec> {
     Ok(PreprocessSpec::from_json(text).with_context(|| origin.to_string())?)
 }
 
-/// Reads an id batch (NPZ in the contract's layout); errors name the file.
+/// Reads an id batch (NPZ in the contract's layout); errors name the file (the reader's own messages
+/// do, so no second context is added: the CLI and Python say the same).
 pub fn read_ids(path: &std::path::Path) -> crate::Result<BatchIds> {
-    Ok(read_npz(path).with_context(|| format!("{}", path.display()))?)
+    Ok(read_npz(path).map_err(anyhow::Error::from)?)
 }
 
 /// Preprocesses one batch; a limit exceeded with dropping off is [`ApiError::LimitExceeded`].
