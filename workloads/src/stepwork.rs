@@ -27,6 +27,8 @@ pub struct StackStep {
     pub runtime: RuntimeVerdict,
     /// Why, when not ok.
     pub message: String,
+    /// A table-level limit (`max_ids_per_table`, `max_unique_ids_per_table`) was exceeded; `message` says which.
+    pub table_limit_hit: bool,
     /// Largest observed ids / unique ids a source SparseCore sends one partition.
     pub observed_max_ids: u64,
     /// As above, unique ids.
@@ -144,6 +146,7 @@ fn stack_step(o: &StackOutput) -> StackStep {
         dropped: o.dropped_id_count,
         runtime: RuntimeVerdict::Ok,
         message: String::new(),
+        table_limit_hit: false,
         observed_max_ids: o.max_ids_per_partition.iter().copied().max().unwrap_or(0) as u64,
         observed_max_unique: o.max_unique_ids_per_partition.iter().copied().max().unwrap_or(0) as u64,
         ids_per_partition: o.ids_per_partition.clone(),
@@ -402,6 +405,7 @@ pub fn step_work(w: &Workload, spec: &PreprocessSpec, batch: &BatchIds) -> Resul
                         t.name,
                         observed.div_ceil(8) * 8
                     );
+                st.table_limit_hit = true;
                 st.message = if st.message.is_empty() {
                     table_msg
                 } else {

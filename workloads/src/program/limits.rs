@@ -102,7 +102,7 @@ pub fn check(p: &Plan, work: &RunWork) -> LimitsOutcome {
                     .collect();
                 // What the step itself hit first (the static buffer, or a per-table cap that lowered the
                 // partition limit) stays in front of what the whole run needs.
-                let buffer_message = if run.padded_ids_per_chip > chip_buffer || run.message.contains("_per_table = ") {
+                let buffer_message = if run.padded_ids_per_chip > chip_buffer || run.table_limit_hit {
                     format!("{message}; ")
                 } else {
                     String::new()

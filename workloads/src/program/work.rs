@@ -32,6 +32,8 @@ pub struct StackRun {
     pub runtime: RuntimeVerdict,
     /// Its reason.
     pub message: String,
+    /// That reason's step exceeded a table-level limit.
+    pub table_limit_hit: bool,
     /// Largest ids in a partition.
     pub observed_max_ids: u64,
     /// Largest unique ids in a partition.
@@ -164,6 +166,7 @@ pub fn run_work(p: &Plan, cache: Option<&RunCache>) -> Result<RunWork, WorkloadE
             if st.runtime > v.runtime || (v.message.is_empty() && st.runtime == v.runtime) {
                 v.runtime = st.runtime;
                 v.message = st.message.clone();
+                v.table_limit_hit = st.table_limit_hit;
             }
         }
         // A repeated step has its period's straggler ratio, never a larger one: its batch is not needed.
