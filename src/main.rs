@@ -1,4 +1,5 @@
-//! tpusim: the command-line interface. Thin: parses arguments, calls the library crates, prints.
+//! tpusim: the command-line interface. Thin: parses arguments, calls `tpusim-api` (its only door to the
+//! model crates), prints.
 //! Exit codes: 0 ok, 1 a check failed, 2 bad input or usage.
 
 mod cmd;
@@ -78,14 +79,14 @@ fn main() -> ExitCode {
     // that only print need no handler (it costs a thread at start-up).
     if cli.command.writes_files() {
         let _ = ctrlc::set_handler(|| {
-            sim_core::output::remove_pending();
+            tpusim_api::output::remove_pending();
             eprintln!("interrupted: no output was left half-written");
             std::process::exit(130);
         });
     }
     // Every file the command writes is one output set: in place together when it succeeds (exit 0
     // or 1), none of them when it fails.
-    let outputs = sim_core::output::OutputSet::begin();
+    let outputs = tpusim_api::output::OutputSet::begin();
     let result = match cli.command {
         Command::Layout(a) => cmd::layout::run(a),
         Command::Preprocess(a) => cmd::preprocess::run(a),
@@ -113,7 +114,7 @@ fn main() -> ExitCode {
         Ok(code) => ExitCode::from(code),
         Err(e) => {
             eprintln!("error: {e:#}");
-            ExitCode::from(2)
+            ExitCode::from(tpusim_api::ErrorKind::of(&e).exit_code())
         }
     }
 }

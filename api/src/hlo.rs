@@ -57,3 +57,13 @@ pub fn hlo_json(text: &str, origin: &str, chip_name: &str, sets: &[String]) -> c
     let r = hlo_report(&module, &chip, origin)?;
     Ok(serde_json::to_value(&r).map_err(anyhow::Error::from)?)
 }
+
+/// The kernel sequence of a costed module as a Chrome trace (`tpusim hlo --trace`), timed at the
+/// TensorCore clock of the chip it was costed on.
+pub fn chrome_trace(r: &HloReport, chip: &Chip) -> crate::Result<Value> {
+    let model = sim_tpu::tensorcore::ChipModel::for_chip(chip).map_err(anyhow::Error::from)?;
+    Ok(r.cost.chrome_trace(model.clock_hz))
+}
+
+/// The level of the error bands on `hlo` and `op` answers (a fraction: 0.8 is the 10th to 90th percentile).
+pub use sim_tpu::band::BAND_LEVEL;

@@ -1,7 +1,9 @@
 //! `tpusim layout --json`: the facts of one shape (canonical text, sizes, padding, index maps).
 
 use serde_json::{json, Value};
-use sim_core::layout::{parse_shape, Shape};
+use sim_core::layout::parse_shape;
+
+pub use sim_core::layout::Shape;
 use sim_tpu::tiling::assign_tpu_layout;
 
 /// What to report about a shape beyond its sizes.

@@ -11,10 +11,9 @@ use sim_sparsecore::limits::estimate::{
 };
 use sim_sparsecore::limits::files::{limits_from_fdo, load_fdo_dir, FdoStats};
 use sim_sparsecore::limits::hbm::{sparsecore_hbm, StackHbmInput};
-use sim_sparsecore::limits::{
-    compile_check as check, stack_compile_case, CompileCase, CompileVerdict, LimitsFile, ProgramKind, ScCompileParams,
-    StackLimit,
-};
+use sim_sparsecore::limits::{compile_check as check, stack_compile_case, LimitsFile, ProgramKind, StackLimit};
+
+pub use sim_sparsecore::limits::{CompileCase, CompileVerdict, ScCompileParams};
 use sim_sparsecore::preprocess::{build_stacks, BatchIds, PreprocessSpec};
 use sim_tpu::chips::{Chip, ChipSpec};
 
@@ -60,6 +59,17 @@ pub fn check_case(case: &CompileCase) -> crate::Result<()> {
         return Err(anyhow::anyhow!("vocab, dim, batch, max_ids and max_unique must be at most {MAX_VALUE}").into());
     }
     Ok(())
+}
+
+/// Will the XLA TPU compiler accept this case, checked with [`check_case`], on a chip with these
+/// SparseCore facts ([`chip_params`])?
+pub fn compile_verdict(case: &CompileCase, params: &ScCompileParams) -> CompileVerdict {
+    check(case, params)
+}
+
+/// Writes an estimate's statistics as jax-tpu-embedding FDO stats (`fdo_stats_0_0.npz`) at `path`.
+pub fn write_fdo(path: &std::path::Path, e: &Estimate) -> crate::Result<()> {
+    Ok(sim_sparsecore::limits::files::write_fdo_npz(path, &e.stats).map_err(anyhow::Error::from)?)
 }
 
 /// Will the XLA TPU compiler accept this case on `chip`? (one `compile-check --json` line)

@@ -4,11 +4,11 @@
 use anyhow::Context;
 use serde_json::{json, Value};
 use sim_sparsecore::preprocess::{
-    preprocess as run_preprocess, preprocess_stats_npz, read_npz, BatchIds, Options, PreprocessError, PreprocessOutput,
-    PreprocessSpec, StackOutput,
+    preprocess as run_preprocess, preprocess_stats_npz, read_npz, Options, PreprocessError,
 };
 
-use crate::ApiError;
+
+pub use sim_sparsecore::preprocess::{BatchIds, FeatureIds, PreprocessOutput, PreprocessSpec, StackOutput};
 
 /// Reads and validates SPEC.json.
 pub fn read_spec(path: &std::path::Path) -> crate::Result<PreprocessSpec> {
@@ -27,7 +27,7 @@ pub fn read_ids(path: &std::path::Path) -> crate::Result<BatchIds> {
     Ok(read_npz(path).map_err(anyhow::Error::from)?)
 }
 
-/// Preprocesses one batch; a limit exceeded with dropping off is [`ApiError::LimitExceeded`].
+/// Preprocesses one batch; a limit exceeded with dropping off is [`crate::ApiError::LimitExceeded`].
 /// Ids at or past their table's vocabulary are refused first (the user's mistake, though
 /// jax-tpu-embedding would take them).
 pub fn preprocess(spec: &PreprocessSpec, ids: &BatchIds, stats_only: bool) -> crate::Result<PreprocessOutput> {
@@ -55,7 +55,7 @@ pub fn preprocess_file(
 fn api_result(result: Result<PreprocessOutput, PreprocessError>) -> crate::Result<PreprocessOutput> {
     match result {
         Ok(o) => Ok(o),
-        Err(PreprocessError::LimitExceeded(e)) => Err(ApiError::LimitExceeded(e)),
+        Err(PreprocessError::LimitExceeded(e)) => Err(e.into()),
         Err(e) => Err(anyhow::Error::from(e).into()),
     }
 }

@@ -4,7 +4,11 @@ use std::path::{Path, PathBuf};
 
 use anyhow::Context;
 use serde_json::Value;
-use workloads::{Pipelining, RunOptions, RunResult, Workload};
+pub use reports::{ReportPaths, REPORT_FILES};
+pub use sim_core::summary::RuntimeVerdict;
+pub use workloads::sensitivity::Sensitivity;
+pub use workloads::spec::RunBounds;
+pub use workloads::{Pipelining, RunOptions, RunResult, Workload};
 
 /// Which workload to run and the command line's overrides of it.
 #[derive(Clone, Debug, Default, PartialEq)]
@@ -234,6 +238,54 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> crate::Result<RunResult> {
 /// The `run --json` summary of a run.
 pub fn summary_json(r: &RunResult) -> crate::Result<Value> {
     Ok(serde_json::to_value(&r.summary).map_err(anyhow::Error::from)?)
+}
+
+/// Runs a workload again with each assumed constant halved and doubled (`run --sensitivity`).
+pub fn sensitivity(w: &Workload, opts: &RunOptions) -> crate::Result<Sensitivity> {
+    Ok(workloads::sensitivity::sensitivity(w, opts).map_err(anyhow::Error::from)?)
+}
+
+/// The share of a run's critical path held by fixed costs that rest on assumptions.
+pub fn assumed_share(r: &RunResult) -> f64 {
+    workloads::sensitivity::assumed_share(r)
+}
+
+/// The step time with every assumed constant halved, and with every one doubled (µs).
+pub fn assumption_range(w: &Workload, opts: &RunOptions) -> crate::Result<[f64; 2]> {
+    Ok(workloads::sensitivity::assumption_range(w, opts).map_err(anyhow::Error::from)?)
+}
+
+/// The report of runs of `w` (one Gantt panel per run given; `main`'s summary and advice).
+fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> reports::ReportInput {
+    reports::ReportInput {
+        title: format!("tpusim: {} on {} x {}", w.name, w.chips, w.chip),
+        summary: main.summary.clone(),
+        gantt: runs
+            .iter()
+            .map(|(l, r)| (l.to_string(), r.recorder.clone(), r.summary.step_time_us))
+            .collect(),
+        bottleneck: main.bottleneck.clone(),
+        chip_constants: main.chip_constants.clone(),
+        padding_per_buffer: main.padding_per_buffer.clone(),
+        knobs: main.knobs.clone(),
+        warnings: main.warnings.clone(),
+        memory_breakdown: main.memory_breakdown.clone(),
+    }
+}
+
+/// Writes the report (`REPORT_FILES`) of runs of `w` into `dir`, all of it or none.
+pub fn write_report(dir: &Path, w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> crate::Result<ReportPaths> {
+    Ok(reports::write_report(dir, &report_input(w, runs, main)).map_err(anyhow::Error::from)?)
+}
+
+/// Writes a run's recording as a Chrome trace, whole or not at all; errors name the file.
+pub fn write_trace(r: &RunResult, path: &Path) -> crate::Result<()> {
+    sim_core::output::write_with(path, |out| -> anyhow::Result<()> {
+        traces::write_chrome_trace(&r.recorder, out)?;
+        Ok(())
+    })
+    .with_context(|| path.display().to_string())?;
+    Ok(())
 }
 
 #[cfg(test)]

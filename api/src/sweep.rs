@@ -11,7 +11,7 @@ use serde::{Deserialize, Serialize};
 use workloads::cache::RunCache;
 use workloads::{RunOptions, Workload};
 
-pub use reports::sweep::SweepPoint;
+pub use reports::sweep::{SweepPoint, SWEEP_FILES};
 
 use crate::run::{load_workload, RunRequest};
 

@@ -1,7 +1,6 @@
 //! `tpusim chips`: the chip presets and where each value comes from.
 
-use anyhow::Context;
-use sim_tpu::chips::{Chip, PRESETS};
+use tpusim_api::chips::{chips, chips_json, table};
 
 /// Arguments of `tpusim chips`.
 #[derive(clap::Args)]
@@ -17,83 +16,23 @@ pub struct Args {
     pub json: bool,
 }
 
-/// A chip value in units a person reads, by its field's unit (`--json` keeps the raw value).
-fn human(field: &str, v: &serde_json::Value) -> Option<String> {
-    use sim_core::units::{bytes, bytes_per_s, rate};
-    use sim_tpu::chips::FieldUnit;
-    let x = v.as_f64()?;
-    match FieldUnit::of(field) {
-        FieldUnit::BytesPerSecond => Some(bytes_per_s(x)),
-        FieldUnit::Flops => Some(rate(x, "FLOP/s")),
-        FieldUnit::Bytes if x >= 1024.0 => Some(bytes(v.as_u64()?)),
-        _ => None,
-    }
-}
-
-/// Loads the chip named by `--chip` with the overrides of `--chip-file` (shared by other subcommands).
-pub fn load_chip(chip: Option<&str>, chip_file: Option<&std::path::Path>) -> anyhow::Result<Chip> {
-    let file = match chip_file {
-        Some(p) => {
-            let text = std::fs::read_to_string(p).with_context(|| format!("reading {}", p.display()))?;
-            Some(serde_json::from_str::<serde_json::Value>(&text).with_context(|| format!("parsing {}", p.display()))?)
-        }
-        None => None,
-    };
-    Ok(Chip::load(chip, file.as_ref())?)
-}
-
 /// Runs `tpusim chips`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let chips: Vec<Chip> = match (&args.chip, &args.chip_file) {
-        (None, None) => PRESETS.iter().map(|(n, _)| Chip::preset(n)).collect::<Result<_, _>>()?,
-        (c, f) => vec![load_chip(c.as_deref(), f.as_deref())?],
-    };
+    let chips = chips(args.chip.as_deref(), args.chip_file.as_deref())?;
     if args.json {
-        let v: serde_json::Map<String, serde_json::Value> =
-            chips.iter().map(|c| (c.spec.name.clone(), c.to_json())).collect();
-        println!("{}", serde_json::to_string_pretty(&v)?);
+        println!("{}", serde_json::to_string_pretty(&chips_json(&chips))?);
         return Ok(0);
     }
-    // Chip values, then the step parameters (launch costs, latencies, calibrated rates).
-    let json: Vec<serde_json::Value> = chips
-        .iter()
-        .map(|c| {
-            let mut m = serde_json::to_value(&c.spec)
-                .ok()
-                .and_then(|v| v.as_object().cloned())
-                .unwrap_or_default();
-            if let Some(p) = serde_json::to_value(&c.params)
-                .ok()
-                .and_then(|v| v.as_object().cloned())
-            {
-                m.extend(p);
-            }
-            serde_json::Value::Object(m)
-        })
-        .collect();
-    let fields: Vec<String> = json[0]
-        .as_object()
-        .map(|o| o.keys().cloned().collect())
-        .unwrap_or_default();
+    let t = table(&chips);
     print!("{:<32}", "field");
-    for c in &chips {
-        print!("{:>18}", c.spec.name);
+    for c in &t.chips {
+        print!("{c:>18}");
     }
     println!();
-    for f in fields.iter().filter(|f| *f != "name") {
+    for (f, cells) in &t.rows {
         print!("{f:<32}");
-        for (j, c) in json.iter().enumerate() {
-            let v = &c[f];
-            let text = match v {
-                serde_json::Value::String(s) => s.clone(),
-                other => human(f, other).unwrap_or_else(|| other.to_string()),
-            };
-            let mark = if chips[j].sources.get(f).is_some_and(|s| s.starts_with("assumed")) {
-                "*"
-            } else {
-                " "
-            };
-            print!("{:>17}{mark}", text);
+        for c in cells {
+            print!("{:>17}{}", c.text, if c.assumed { "*" } else { " " });
         }
         println!();
     }

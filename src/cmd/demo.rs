@@ -3,8 +3,8 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use workloads::{simulate, Pipelining, RunOptions, Workload};
+use tpusim_api::explain::{demo, demo_json};
+use tpusim_api::units::{duration_us, percent, rate};
 
 /// Arguments of `tpusim demo`.
 #[derive(clap::Args)]
@@ -19,40 +19,13 @@ pub struct Args {
 
 /// Runs `tpusim demo`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let mut files: Vec<&str> = reports::REPORT_FILES.to_vec();
-    files.push("trace.json");
-    sim_core::output::check_dir(&args.out, &files).with_context(|| format!("--out {}", args.out.display()))?;
-    let mut w = Workload::preset("dlrm-small")?;
-    w.pipelining = Pipelining::Sequential;
-    let opts = RunOptions {
-        functional: true,
-        record: true,
-        chip_overrides: None,
-        cache: None,
-        bounds: Default::default(),
-        simulate_every_step: false,
-    };
-    let seq = simulate(&w, &opts)?;
-    w.pipelining = Pipelining::Pipelined;
-    let pip = simulate(&w, &opts)?;
-    sim_core::output::create_dir_all(&args.out).with_context(|| args.out.display().to_string())?;
-    let trace = args.out.join("trace.json");
-    super::run::traces_write(&pip.recorder, &trace)?;
-    let input = super::run::report_input(&w, &[("sequential", &seq), ("pipelined", &pip)], &pip);
-    let paths = reports::write_report(&args.out, &input)?;
-    let files = [
-        paths.html.clone(),
-        paths.markdown.clone(),
-        paths.summary.clone(),
-        paths.gantt.clone(),
-        trace.clone(),
-    ];
+    let d = demo(&args.out)?;
+    let (w, seq, pip) = (&d.workload, &d.sequential, &d.pipelined);
     if args.json {
-        let v = tpusim_api::explain::demo_json(&w, &seq, &pip, &files);
+        let v = demo_json(w, seq, pip, &d.files);
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
-    use sim_core::units::{duration_us, percent, rate};
     let s = &pip.summary;
     println!(
         "tpusim demo: {} on {} x {}, global batch {}",
@@ -74,7 +47,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     println!("  {}", pip.bottleneck);
     println!("wrote:");
-    for p in &files {
+    for p in &d.files {
         println!("  {}", p.display());
     }
     Ok(0)

@@ -4,6 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use clap::Subcommand;
+use tpusim_api::explain::{lesson_page, limits_json_file, limits_walk, write_pipelining_figure, STALENESS};
+use tpusim_api::units::duration_us;
 
 /// Arguments of `tpusim explain`.
 #[derive(clap::Args)]
@@ -67,17 +69,17 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         } => {
             // Every output is checked before the runs; they are written together or not at all.
             if let Some(dir) = &html {
-                sim_core::output::check_dir(dir, &["index.html"])
+                tpusim_api::output::check_dir(dir, &["index.html"])
                     .with_context(|| format!("--html {}", dir.display()))?;
             }
             if let Some(p) = &svg {
-                sim_core::output::check_writable(p).with_context(|| format!("--out {}", p.display()))?;
+                tpusim_api::output::check_writable(p).with_context(|| format!("--out {}", p.display()))?;
             }
             if let Some(dir) = &html {
                 let page = lesson_page()?;
-                sim_core::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+                tpusim_api::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
                 let path = dir.join("index.html");
-                sim_core::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
+                tpusim_api::output::write_atomic(&path, page).with_context(|| path.display().to_string())?;
                 println!("lesson: {} (open it in a browser; it needs no network)", path.display());
                 if svg.is_none() {
                     return Ok(0);
@@ -85,22 +87,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             }
             let Some(svg) = svg else { return Ok(0) };
             let runs = tpusim_api::explain::pipelining_runs(&preset, steps)?;
-            let (w, seq, pip) = (&runs.workload, &runs.sequential, &runs.pipelined);
-            let title = format!(
-                "{}: sequential vs pipelined ({:.2}x)",
-                w.name,
-                seq.summary.step_time_us / pip.summary.step_time_us
-            );
-            let gantt = reports::Gantt {
-                title,
-                panels: vec![
-                    ("sequential", &seq.recorder, seq.summary.step_time_us),
-                    ("pipelined", &pip.recorder, pip.summary.step_time_us),
-                ],
-            };
-            let svg = svg.with_extension("svg");
-            let png = reports::plot::png_path(&svg);
-            reports::plot::write_figure(&svg, &gantt).with_context(|| svg.display().to_string())?;
+            let (seq, pip) = (&runs.sequential, &runs.pipelined);
+            let (svg, png) = write_pipelining_figure(&runs, &svg)?;
             if json {
                 let mut v = tpusim_api::explain::pipelining_json(&runs);
                 v["svg"] = svg.display().to_string().into();
@@ -111,15 +99,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             println!("Each step runs SC forward (SC/F), TC forward and backward (TC/F, TC/B) and SC backward (SC/B).");
             println!(
                 "sequential: SC/F of step i+1 waits for SC/B of step i        -> {} per step",
-                sim_core::units::duration_us(seq.summary.step_time_us)
+                duration_us(seq.summary.step_time_us)
             );
             println!(
                 "pipelined:  SC/F of step i+1 waits only for SC/B of step i-1 -> {} per step",
-                sim_core::units::duration_us(pip.summary.step_time_us)
+                duration_us(pip.summary.step_time_us)
             );
             println!(
                 "            so step i+1 looks up tables that miss step i's update: embeddings are {}.",
-                sim_core::summary::STALENESS
+                STALENESS
             );
             println!("picture: {} and {}", svg.display(), png.display());
             Ok(0)
@@ -127,11 +115,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         What::Limits { spec, ids, json } => {
             if json {
                 let spec = super::preprocess::read_spec(&spec)?;
-                let ids = sim_sparsecore::preprocess::read_npz(&ids).with_context(|| ids.display().to_string())?;
-                println!(
-                    "{}",
-                    serde_json::to_string_pretty(&tpusim_api::explain::limits_json(&spec, &ids)?)?
-                );
+                println!("{}", serde_json::to_string_pretty(&limits_json_file(&spec, &ids)?)?);
                 return Ok(0);
             }
             explain_limits(&spec, &ids)
@@ -139,19 +123,10 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
 }
 
-/// The lesson page: the default slider grid run on the engine, embedded as JSON.
-pub fn lesson_page() -> anyhow::Result<String> {
-    let grid = workloads::lesson::run_grid(&workloads::lesson::LessonAxes::default())?;
-    Ok(reports::lesson_html(&serde_json::to_string(&grid)?))
-}
-
 fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> anyhow::Result<u8> {
-    use sim_sparsecore::preprocess::{build_stacks, preprocess, read_npz, Options};
     let spec = super::preprocess::read_spec(spec_path)?;
-    sim_sparsecore::crosscheck::check_npz_shapes(&spec, ids_path)?;
-    let ids = read_npz(ids_path).with_context(|| ids_path.display().to_string())?;
-    sim_sparsecore::crosscheck::check_vocabulary(&spec, &ids).with_context(|| ids_path.display().to_string())?;
-    let num_scs = spec.num_scs();
+    let walk = limits_walk(&spec, ids_path)?;
+    let num_scs = walk.num_scs;
     println!(
         "1. COO: every id of every sample becomes (sample, column, gain); {} SparseCores in all.",
         num_scs
@@ -159,19 +134,15 @@ fn explain_limits(spec_path: &std::path::Path, ids_path: &std::path::Path) -> an
     println!("2. Sharding (mod): column c goes to partition c mod {num_scs}, local row c / {num_scs}.");
     println!(
         "3. Each SparseCore takes 1/{} of the device's samples, sorts its ids by (partition, row, sample)",
-        spec.num_sc_per_device
+        walk.num_sc_per_device
     );
     println!("   and merges repeats of an id within one sample (their gains add).");
     println!(
         "4. Counting per (source SparseCore, partition): ids after dedup and unique rows. The maxima are the limits.\n"
     );
-    let mut open = spec.clone();
-    open.allow_id_dropping = true;
-    open.enable_minibatching = false;
-    let out = preprocess(&open, &ids, Options { stats_only: true })?;
-    for (stack, o) in &out.stacks {
-        let st = build_stacks(&spec).into_iter().find(|s| &s.name == stack);
-        let (lim, ulim) = st.map_or((0, 0), |s| (s.max_ids_per_partition, s.max_unique_ids_per_partition));
+    for st in &walk.stacks {
+        let (stack, o) = (&st.stack, &st.output);
+        let (lim, ulim) = (st.max_ids_per_partition, st.max_unique_ids_per_partition);
         println!("stack {stack} (limits: max_ids {lim}, max_unique {ulim})");
         println!("  partition        max ids   max unique");
         for (p, (a, b)) in o

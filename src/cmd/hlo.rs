@@ -4,6 +4,8 @@ use std::io::Write;
 use std::path::PathBuf;
 
 use anyhow::Context;
+use tpusim_api::output::{check_writable, write_atomic};
+use tpusim_api::units::{bytes, duration_us, percent};
 
 /// Arguments of `tpusim hlo`.
 #[derive(clap::Args)]
@@ -35,7 +37,7 @@ pub struct Args {
 }
 
 fn mib(b: u64) -> String {
-    sim_core::units::bytes(b)
+    bytes(b)
 }
 
 /// Runs `tpusim hlo`.
@@ -69,15 +71,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let text = String::from_utf8(text).with_context(|| format!("{}: not UTF-8 text", args.file.display()))?;
     let origin = args.file.display().to_string();
     if let Some(path) = &args.trace {
-        sim_core::output::check_writable(path).with_context(|| format!("--trace {}", path.display()))?;
+        check_writable(path).with_context(|| format!("--trace {}", path.display()))?;
     }
     let module = tpusim_api::hlo::parse(&text, &origin)?;
     let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
     let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
-        let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip)?;
-        let trace = serde_json::to_string(&r.cost.chrome_trace(model.clock_hz))?;
-        sim_core::output::write_atomic(path, trace).with_context(|| format!("writing {}", path.display()))?;
+        let trace = serde_json::to_string(&tpusim_api::hlo::chrome_trace(&r, &chip)?)?;
+        write_atomic(path, trace).with_context(|| format!("writing {}", path.display()))?;
     }
     let stdout = std::io::stdout();
     let mut out = stdout.lock();
@@ -95,16 +96,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             args.file.display(),
             c.chip,
             c.total_cycles,
-            sim_core::units::duration_us(c.time_us),
-            sim_core::units::duration_us(low_us),
-            sim_core::units::duration_us(high_us),
-            sim_tpu::band::BAND_LEVEL * 100.0,
+            duration_us(c.time_us),
+            duration_us(low_us),
+            duration_us(high_us),
+            tpusim_api::hlo::BAND_LEVEL * 100.0,
             c.kernels.len()
         )?;
         writeln!(
             out,
             "calibrated domain: {} of the cycles in kernels outside it{}",
-            sim_core::units::percent(r.band.out_of_domain_fraction),
+            percent(r.band.out_of_domain_fraction),
             if r.band.strict_fails() {
                 " (more than a fifth: --strict fails)"
             } else {

@@ -31,7 +31,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     if path.exists() && !args.force {
         anyhow::bail!("-o {}: the file exists; add --force to replace it", path.display());
     }
-    sim_core::output::write_atomic(&path, text).with_context(|| format!("-o {}", path.display()))?;
+    tpusim_api::output::write_atomic(&path, text).with_context(|| format!("-o {}", path.display()))?;
     eprintln!("wrote {}: run it with `tpusim run {}`", path.display(), path.display());
     Ok(0)
 }

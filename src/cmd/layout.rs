@@ -4,8 +4,7 @@ use std::io::BufRead;
 
 use anyhow::Context;
 use serde_json::json;
-use sim_core::layout::Shape;
-use tpusim_api::layout::{check_chip, facts, to_json, Facts, Query};
+use tpusim_api::layout::{check_chip, facts, to_json, Facts, Query, Shape};
 
 /// Arguments of `tpusim layout`.
 #[derive(clap::Args)]
@@ -69,7 +68,7 @@ fn print_table(input: &str, f: &Facts) {
     // Exact bytes (layouts are about exact sizes), with the binary-unit reading beside large ones.
     let b = |n: u64| {
         if n >= 1024 {
-            format!("{n:>14}  ({})", sim_core::units::bytes(n))
+            format!("{n:>14}  ({})", tpusim_api::units::bytes(n))
         } else {
             format!("{n:>14}")
         }
@@ -126,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 if n == 0 {
                     if let Some(path) = &args.svg {
                         let svg = super::layout_svg::render(&f.shape)?;
-                        sim_core::output::write_atomic(path, svg)
+                        tpusim_api::output::write_atomic(path, svg)
                             .with_context(|| format!("writing {}", path.display()))?;
                         if !args.json {
                             println!("  picture          {}", path.display());

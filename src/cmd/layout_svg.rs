@@ -4,7 +4,7 @@
 
 use std::fmt::Write;
 
-use sim_core::layout::Shape;
+use tpusim_api::layout::Shape;
 
 /// Above this many padded cells, tiles are drawn as blocks instead of cell by cell.
 const MAX_CELLS: u64 = 4096;

@@ -6,11 +6,9 @@ use std::path::PathBuf;
 use anyhow::Context;
 use clap::Subcommand;
 use serde_json::json;
-use sim_sparsecore::limits::files::write_fdo_npz;
-use sim_sparsecore::limits::{compile_check, CompileCase};
 use tpusim_api::limits::{
-    check_case, chip_params, estimate_json, estimate_with_progress, expand_sources, validate_with, IdsSource,
-    LimitsSource, SuggestOptions,
+    check_case, chip_params, compile_verdict, estimate_json, estimate_with_progress, expand_sources, validate_with,
+    write_fdo, CompileCase, IdsSource, LimitsSource, SuggestOptions,
 };
 
 use super::preprocess::read_spec;
@@ -171,7 +169,7 @@ fn compile_check_cmd(chip: &str, json: bool, stdin: bool, spec: Option<String>) 
             eprintln!("error: {line}: {e}");
             continue;
         }
-        let v = compile_check(&case, &params);
+        let v = compile_verdict(&case, &params);
         failed |= !v.compiles;
         if json {
             println!("{}", serde_json::to_string(&v)?);
@@ -204,10 +202,10 @@ fn estimate_cmd(
     opts.check()?;
     // Both outputs are checked before any batch is read; they are written together or not at all.
     if let Some(o) = &output {
-        sim_core::output::check_writable(o).with_context(|| format!("-o {}", o.display()))?;
+        tpusim_api::output::check_writable(o).with_context(|| format!("-o {}", o.display()))?;
     }
     if let Some(dir) = &fdo_out {
-        sim_core::output::check_dir(dir, &["fdo_stats_0_0.npz"])
+        tpusim_api::output::check_dir(dir, &["fdo_stats_0_0.npz"])
             .with_context(|| format!("--fdo-out {}", dir.display()))?;
     }
     let spec = read_spec(spec_path)?;
@@ -225,8 +223,8 @@ fn estimate_cmd(
         file.write(o)?;
     }
     if let Some(dir) = &fdo_out {
-        sim_core::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
-        write_fdo_npz(&dir.join("fdo_stats_0_0.npz"), &e.stats)?;
+        tpusim_api::output::create_dir_all(dir).with_context(|| dir.display().to_string())?;
+        write_fdo(&dir.join("fdo_stats_0_0.npz"), &e)?;
     }
     if json {
         println!("{}", estimate_json(&e));
@@ -340,7 +338,7 @@ fn validate_cmd(
         }
         println!(
             "HBM: tables + SparseCore stacks {} on {chip_name}: {}",
-            sim_core::units::bytes_of(hbm_total, capacity),
+            tpusim_api::units::bytes_of(hbm_total, capacity),
             if hbm_fits { "fits" } else { "does NOT fit" }
         );
         println!("{}", if failed { "verdict: FAIL" } else { "verdict: OK" });

@@ -36,11 +36,11 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
         out,
         "  cycles {}  time {}  flops {}  hbm {} (unpadded {})  vmem {}  bound {}",
         s.cycles,
-        sim_core::units::duration_us(s.time_ns / 1e3),
+        tpusim_api::units::duration_us(s.time_ns / 1e3),
         s.flops,
-        sim_core::units::bytes(s.hbm_bytes),
-        sim_core::units::bytes(s.hbm_bytes_unpadded),
-        sim_core::units::bytes(s.vmem_bytes),
+        tpusim_api::units::bytes(s.hbm_bytes),
+        tpusim_api::units::bytes(s.hbm_bytes_unpadded),
+        tpusim_api::units::bytes(s.vmem_bytes),
         s.bound
     )?;
     let per_cycle_us = if s.cycles == 0 {
@@ -53,9 +53,9 @@ fn print_text(out: &mut impl Write, spec: &str, s: &OpSummary) -> std::io::Resul
         "  band {}-{} cycles ({}-{}, {:.0}% band from held-out residuals); {}",
         s.band.total_cycles_low,
         s.band.total_cycles_high,
-        sim_core::units::duration_us(s.band.total_cycles_low as f64 * per_cycle_us),
-        sim_core::units::duration_us(s.band.total_cycles_high as f64 * per_cycle_us),
-        sim_tpu::band::BAND_LEVEL * 100.0,
+        tpusim_api::units::duration_us(s.band.total_cycles_low as f64 * per_cycle_us),
+        tpusim_api::units::duration_us(s.band.total_cycles_high as f64 * per_cycle_us),
+        tpusim_api::hlo::BAND_LEVEL * 100.0,
         match &s.domain {
             Some(d) if d.calibrated => format!("calibrated domain ({} of this size and intensity)", d.class.as_str()),
             Some(d) => format!(

@@ -3,9 +3,7 @@
 
 use std::io::Write;
 
-use sim_sparsecore::preprocess::PreprocessSpec;
-use tpusim_api::preprocess::{output_json, preprocess_file};
-use tpusim_api::ApiError;
+use tpusim_api::preprocess::{output_json, preprocess_file, PreprocessSpec};
 
 /// Arguments of `tpusim preprocess`.
 #[derive(clap::Args)]
@@ -32,14 +30,8 @@ pub fn read_spec(path: &std::path::Path) -> anyhow::Result<PreprocessSpec> {
 /// Runs `tpusim preprocess`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     let spec = read_spec(&args.spec)?;
-    let out = match preprocess_file(&spec, &args.ids, args.stats) {
-        Ok(o) => o,
-        Err(ApiError::LimitExceeded(e)) => {
-            eprintln!("error: {e}");
-            return Ok(1);
-        }
-        Err(e) => return Err(e.into()),
-    };
+    // A limit exceeded is an error of the check-failed kind: `main` prints it and exits 1.
+    let out = preprocess_file(&spec, &args.ids, args.stats)?;
     let stdout = std::io::stdout();
     let mut w = std::io::BufWriter::new(stdout.lock());
     if args.json {

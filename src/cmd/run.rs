@@ -3,8 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use tpusim_api::run::{summary_json, RunRequest};
-use workloads::{Pipelining, RunOptions, RunResult, Workload};
+use tpusim_api::run::{
+    assumed_share, assumption_range, sensitivity, summary_json, write_report, write_trace, Pipelining, RunBounds,
+    RunOptions, RunRequest, RunResult, RuntimeVerdict, Sensitivity, Workload, REPORT_FILES,
+};
 
 /// Arguments of `tpusim run`.
 #[derive(clap::Args, Clone)]
@@ -54,29 +56,11 @@ pub struct Args {
     #[arg(long)]
     pub sensitivity: bool,
     /// Largest number of steps to simulate (refused beyond, exit 2).
-    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_steps)]
+    #[arg(long, value_name = "N", default_value_t = RunBounds::default().max_steps)]
     pub max_steps: u64,
     /// Largest number of ids one chip may generate per step (refused beyond, exit 2).
-    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_ids_per_step)]
+    #[arg(long, value_name = "N", default_value_t = RunBounds::default().max_ids_per_step)]
     pub max_ids: u64,
-}
-
-/// The report input of a run (one Gantt panel per run given).
-pub fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> reports::ReportInput {
-    reports::ReportInput {
-        title: format!("tpusim: {} on {} x {}", w.name, w.chips, w.chip),
-        summary: main.summary.clone(),
-        gantt: runs
-            .iter()
-            .map(|(l, r)| (l.to_string(), r.recorder.clone(), r.summary.step_time_us))
-            .collect(),
-        bottleneck: main.bottleneck.clone(),
-        chip_constants: main.chip_constants.clone(),
-        padding_per_buffer: main.padding_per_buffer.clone(),
-        knobs: main.knobs.clone(),
-        warnings: main.warnings.clone(),
-        memory_breakdown: main.memory_breakdown.clone(),
-    }
 }
 
 /// The workload an invocation describes (file or preset, with overrides).
@@ -125,16 +109,16 @@ pub fn simulate_args(args: &Args, w: &Workload) -> anyhow::Result<RunResult> {
 /// The run options of an invocation: the chip file's overrides, then `--set chip.FIELD=VALUE`.
 pub fn run_options(args: &Args) -> anyhow::Result<RunOptions> {
     let mut o = tpusim_api::run::run_options(&request(args), args.chip_file.as_deref(), args.functional)?;
-    o.bounds = workloads::spec::RunBounds {
+    o.bounds = RunBounds {
         max_steps: args.max_steps,
         max_ids_per_step: args.max_ids,
     };
     Ok(o)
 }
 
-/// Prints the human summary of a run (units from `sim_core::units`; `--json` keeps the raw numbers).
+/// Prints the human summary of a run (units from `tpusim_api::units`; `--json` keeps the raw numbers).
 pub fn print_summary(w: &Workload, r: &RunResult) {
-    use sim_core::units::{bytes, duration_us, percent, rate};
+    use tpusim_api::units::{bytes, duration_us, percent, rate};
     let s = &r.summary;
     println!(
         "{} on {} x {} (global batch {}, {})",
@@ -199,7 +183,7 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     let bad: Vec<_> = s
         .limits
         .iter()
-        .filter(|l| l.runtime != sim_core::summary::RuntimeVerdict::Ok)
+        .filter(|l| l.runtime != RuntimeVerdict::Ok)
         .collect();
     if !bad.is_empty() {
         for l in bad {
@@ -259,7 +243,7 @@ fn memory_label(space: &str) -> &str {
 }
 
 /// Prints the step-time range per assumption.
-pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) {
+pub fn print_sensitivity(w: &Workload, s: &Sensitivity) {
     let one = s
         .assumptions
         .iter()
@@ -270,11 +254,11 @@ pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) 
         w.name,
         w.chips,
         w.chip,
-        sim_core::units::duration_us(s.step_time_us),
-        sim_core::units::duration_us(lo),
-        sim_core::units::duration_us(hi),
-        sim_core::units::duration_us(s.range_us[0]),
-        sim_core::units::duration_us(s.range_us[1])
+        tpusim_api::units::duration_us(s.step_time_us),
+        tpusim_api::units::duration_us(lo),
+        tpusim_api::units::duration_us(hi),
+        tpusim_api::units::duration_us(s.range_us[0]),
+        tpusim_api::units::duration_us(s.range_us[1])
     );
     println!(
         "  {:<36} {:>14} {:>12} {:>12} {:>8}",
@@ -285,7 +269,7 @@ pub fn print_sensitivity(w: &Workload, s: &workloads::sensitivity::Sensitivity) 
             "  {:<36} {:>14} {:>12.1} {:>12.1} {:>7.1}%",
             a.name,
             match a.value.as_f64() {
-                Some(x) if a.value.is_f64() => sim_core::units::number(x, 6),
+                Some(x) if a.value.is_f64() => tpusim_api::units::number(x, 6),
                 _ => a.value.to_string(),
             },
             a.halved_step_time_us,
@@ -308,14 +292,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let w = load_workload(&args)?;
     // An output that cannot be written is said before the simulation, not after it.
     if let Some(p) = &args.trace {
-        sim_core::output::check_writable(p).with_context(|| format!("--trace {}", p.display()))?;
+        tpusim_api::output::check_writable(p).with_context(|| format!("--trace {}", p.display()))?;
     }
     if let Some(d) = &args.report {
-        sim_core::output::check_dir(d, &reports::REPORT_FILES).with_context(|| format!("--out {}", d.display()))?;
+        tpusim_api::output::check_dir(d, &REPORT_FILES).with_context(|| format!("--out {}", d.display()))?;
     }
     let r = simulate_args(&args, &w)?;
     if args.sensitivity {
-        let s = workloads::sensitivity::sensitivity(&w, &run_options(&args)?)?;
+        let s = sensitivity(&w, &run_options(&args)?)?;
         if args.json {
             println!("{}", serde_json::to_string_pretty(&s)?);
         } else {
@@ -324,11 +308,11 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         return Ok(if r.summary.fits { 0 } else { 1 });
     }
     if let Some(p) = &args.trace {
-        traces_write(&r.recorder, p)?;
+        write_trace(&r, p)?;
     }
     if let Some(dir) = &args.report {
         let label = format!("{:?}", w.pipelining).to_lowercase();
-        reports::write_report(dir, &report_input(&w, &[(label.as_str(), &r)], &r))
+        write_report(dir, &w, &[(label.as_str(), &r)], &r)
             .with_context(|| dir.display().to_string())?;
     }
     if args.json {
@@ -336,14 +320,14 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     } else {
         print_summary(&w, &r);
         // Where fixed costs that rest on assumptions hold much of the step, say how far it can move.
-        let share = workloads::sensitivity::assumed_share(&r);
+        let share = assumed_share(&r);
         if share >= 0.2 {
-            let range = workloads::sensitivity::assumption_range(&w, &run_options(&args)?)?;
+            let range = assumption_range(&w, &run_options(&args)?)?;
             println!(
                 "Assumed constants hold {} of the critical path: the step takes {} to {} with them halved or doubled (tpusim run --sensitivity).",
-                sim_core::units::percent(share),
-                sim_core::units::duration_us(range[0]),
-                sim_core::units::duration_us(range[1])
+                tpusim_api::units::percent(share),
+                tpusim_api::units::duration_us(range[0]),
+                tpusim_api::units::duration_us(range[1])
             );
         }
         if let Some(p) = &args.trace {
@@ -354,13 +338,4 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         }
     }
     Ok(if r.summary.fits { 0 } else { 1 })
-}
-
-/// Writes a Chrome trace, whole or not at all.
-pub fn traces_write(rec: &sim_core::recorder::Recorder, path: &std::path::Path) -> anyhow::Result<()> {
-    sim_core::output::write_with(path, |w| -> anyhow::Result<()> {
-        traces::write_chrome_trace(rec, w)?;
-        Ok(())
-    })
-    .with_context(|| path.display().to_string())
 }

@@ -2,9 +2,7 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
-use sim_tpu::select::{op_info, select, Choice, Graph, GraphOp};
-use sim_tpu::tensorcore::ChipModel;
+use tpusim_api::select::{read_graph, select, select_json};
 
 /// Arguments of `tpusim select`.
 #[derive(clap::Args)]
@@ -21,30 +19,27 @@ pub struct Args {
 
 /// Runs `tpusim select`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
-    let text = std::fs::read_to_string(&args.graph).with_context(|| args.graph.display().to_string())?;
-    let graph: Graph = serde_json::from_str(&text).with_context(|| args.graph.display().to_string())?;
-    let name = sim_tpu::chips::preset_name(&args.chip)?;
-    let chip = ChipModel::preset(name)?;
-    let s = select(&graph, &chip, name)?;
+    let graph = read_graph(&args.graph)?;
+    let r = select(graph, &args.chip)?;
     if args.json {
-        println!("{}", serde_json::to_string_pretty(&s)?);
+        println!("{}", serde_json::to_string_pretty(&select_json(&r)?)?);
         return Ok(0);
     }
+    let (s, name) = (&r.selection, r.chip);
     println!(
         "{:<4} {:<8} {:<14} {:<8} {:>12}  note",
         "#", "op", "dtype", "format", "cycles"
     );
-    for (i, k) in s.kernels.iter().enumerate() {
+    for (i, (k, note)) in s.kernels.iter().zip(&r.notes).enumerate() {
         for c in s.conversions.iter().filter(|c| c.before == i) {
             println!("     + {:<6} {} -> {}  ({} cycles)", c.kind, c.from, c.to, c.cycles);
         }
         println!(
-            "{i:<4} {:<8} {:<14} {:<8} {:>12}  {}",
+            "{i:<4} {:<8} {:<14} {:<8} {:>12}  {note}",
             k.op,
             k.dtype,
             k.format.to_string(),
             k.cycles,
-            note(&graph.ops[i], k, name)
         );
     }
     for c in s.conversions.iter().filter(|c| c.before == s.kernels.len()) {
@@ -60,27 +55,4 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         name
     );
     Ok(0)
-}
-
-/// Why a kernel differs from the request: no kernel for the requested dtype or format on the chip, or a
-/// supported request moved to a neighbour's format because that saves conversions.
-fn note(op: &GraphOp, k: &Choice, chip: &str) -> String {
-    if k.as_requested {
-        return "as requested".into();
-    }
-    let Some(info) = op_info(&op.op, chip) else {
-        return "changed".into();
-    };
-    let mut why = Vec::new();
-    if !info.dtypes.contains(&op.dtype.as_str()) {
-        why.push(format!("no {} {} kernel on {chip}", op.dtype, op.op));
-    }
-    if !info.formats.contains(&op.format) {
-        why.push(format!("no {} {} kernel", op.format, op.op));
-    }
-    if why.is_empty() {
-        "moved to save conversions".into()
-    } else {
-        why.join("; ")
-    }
 }

@@ -21,10 +21,10 @@ pub struct Args {
     #[arg(long, value_name = "N", default_value_t = 100_000)]
     pub max_configs: u64,
     /// Largest number of steps each configuration simulates.
-    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_steps)]
+    #[arg(long, value_name = "N", default_value_t = tpusim_api::run::RunBounds::default().max_steps)]
     pub max_steps: u64,
     /// Largest number of ids one chip may generate per step.
-    #[arg(long, value_name = "N", default_value_t = workloads::spec::RunBounds::default().max_ids_per_step)]
+    #[arg(long, value_name = "N", default_value_t = tpusim_api::run::RunBounds::default().max_ids_per_step)]
     pub max_ids: u64,
     /// A built-in workload.
     #[arg(long, conflicts_with = "workload")]
@@ -81,9 +81,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let files: &[&str] = if args.shard.is_some() {
         &[]
     } else {
-        &reports::sweep::SWEEP_FILES
+        &tpusim_api::sweep::SWEEP_FILES
     };
-    sim_core::output::check_dir(&args.output, files).with_context(|| format!("--out {}", args.output.display()))?;
+    tpusim_api::output::check_dir(&args.output, files).with_context(|| format!("--out {}", args.output.display()))?;
     let (plan, points) = if args.merge.is_empty() {
         let req = SweepRequest {
             workload: args.workload.clone(),
@@ -96,7 +96,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
             target: args.target,
             prices: args.price.clone(),
             set: args.set.clone(),
-            bounds: workloads::spec::RunBounds {
+            bounds: tpusim_api::run::RunBounds {
                 max_steps: args.max_steps,
                 max_ids_per_step: args.max_ids,
             },

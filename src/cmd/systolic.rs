@@ -25,7 +25,7 @@ pub struct Args {
 /// Runs `tpusim systolic`.
 pub fn run(args: Args) -> anyhow::Result<u8> {
     if let Some(dir) = &args.output {
-        sim_core::output::check_dir(dir, &["COMPUTE_REPORT.csv"])
+        tpusim_api::output::check_dir(dir, &["COMPUTE_REPORT.csv"])
             .with_context(|| format!("--out {}", dir.display()))?;
     }
     let rows = compute_report(&args.cfg, &args.topology)?;
@@ -36,8 +36,8 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         print!("{csv}");
     }
     if let Some(dir) = args.output {
-        sim_core::output::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
-        sim_core::output::write_atomic(dir.join("COMPUTE_REPORT.csv"), csv)?;
+        tpusim_api::output::create_dir_all(&dir).with_context(|| dir.display().to_string())?;
+        tpusim_api::output::write_atomic(dir.join("COMPUTE_REPORT.csv"), csv)?;
     }
     Ok(0)
 }

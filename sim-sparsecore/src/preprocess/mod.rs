@@ -86,6 +86,9 @@ impl std::fmt::Display for LimitExceeded {
     }
 }
 
+/// An error of its own, so callers can carry it as a typed source.
+impl std::error::Error for LimitExceeded {}
+
 /// Per-stack output, as jax-tpu-embedding returns it (arrays flattened over local devices).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StackOutput {
