@@ -4,7 +4,10 @@
 //! table's vocabulary, finite weights) before any work. A name that matches nothing is an error
 //! naming it and the closest valid name, never silently ignored.
 
-use crate::preprocess::{build_stacks, BatchIds, PreprocessError, PreprocessSpec};
+use crate::preprocess::error::PreprocessError;
+use crate::preprocess::input::BatchIds;
+use crate::preprocess::spec::PreprocessSpec;
+use crate::preprocess::stacking::build_stacks;
 
 /// The closest valid name for an error message: ` (did you mean 'x'?)` when one is near, else
 /// the valid names (the first twelve).
@@ -212,9 +215,9 @@ mod tests {
         let mut b = BatchIds::new();
         b.insert(
             "user_id".into(),
-            crate::preprocess::FeatureIds::dense(vec![0; 8], 8, 1).unwrap(),
+            crate::preprocess::input::FeatureIds::dense(vec![0; 8], 8, 1).unwrap(),
         );
-        let mut c = crate::preprocess::FeatureIds::dense(vec![1; 16], 8, 2).unwrap();
+        let mut c = crate::preprocess::input::FeatureIds::dense(vec![1; 16], 8, 2).unwrap();
         c.values[5] = 200; // country's vocabulary is 200: ids 0..=199
         b.insert("country".into(), c.clone());
         check_batch(&s, &b).unwrap();

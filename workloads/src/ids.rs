@@ -8,14 +8,8 @@ use sim_sparsecore::preprocess::{BatchIds, FeatureIds, FeatureSpec, PreprocessSp
 
 use crate::spec::{IdDist, Valency, Workload};
 
-/// Largest valency a Poisson or uniform feature is declared with (its input_shape).
-pub fn max_valency(v: &Valency) -> u64 {
-    match v {
-        Valency::Fixed(n) => *n,
-        Valency::Uniform([_, hi]) => *hi,
-        Valency::Poisson(m) => (m * 3.0).ceil() as u64 + 1,
-    }
-}
+/// Largest valency a feature is declared with (defined with the spec, which needs it too).
+pub use crate::spec::max_valency;
 
 /// The preprocessing spec of one chip of the workload (one local device of `chips`).
 pub fn preprocess_spec(w: &Workload, sc_per_device: u32) -> PreprocessSpec {

@@ -803,7 +803,7 @@ impl Workload {
             .iter()
             .map(|f| {
                 self.batch_per_chip()
-                    .saturating_mul(crate::ids::max_valency(&f.valency))
+                    .saturating_mul(max_valency(&f.valency))
             })
             .fold(0u64, u64::saturating_add)
     }
@@ -830,6 +830,15 @@ impl Workload {
     /// Samples per chip per step.
     pub fn batch_per_chip(&self) -> u64 {
         self.global_batch / self.chips as u64
+    }
+}
+
+/// Largest valency a Poisson or uniform feature is declared with (its input_shape).
+pub fn max_valency(v: &Valency) -> u64 {
+    match v {
+        Valency::Fixed(n) => *n,
+        Valency::Uniform([_, hi]) => *hi,
+        Valency::Poisson(m) => (m * 3.0).ceil() as u64 + 1,
     }
 }
 

@@ -3,7 +3,7 @@
 
 use std::collections::BTreeMap;
 
-use super::PreprocessError;
+use super::error::PreprocessError;
 
 /// One feature's ids in ragged form (dense input has equal-length rows).
 #[derive(Clone, Debug, Default, PartialEq)]

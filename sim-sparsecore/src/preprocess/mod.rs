@@ -3,6 +3,7 @@
 //! across devices and SparseCores, mod sharding, within-sample dedup, gains, sort order, id dropping,
 //! CSR row pointers with 8-alignment, static-buffer overflow, minibatching, and statistics.
 
+pub(crate) mod error;
 mod group;
 pub mod input;
 pub mod minibatch;
@@ -12,10 +13,12 @@ pub mod spec;
 pub mod stacking;
 mod stream;
 mod tally;
+mod validate;
 
 use rayon::prelude::*;
 use serde::Serialize;
 
+pub use error::{LimitExceeded, LimitKind, PreprocessError};
 pub use group::coo_buffer_size;
 pub use input::{read_npz, BatchIds, FeatureIds};
 pub use spec::{Combiner, FeatureSpec, PreprocessSpec, StackLimits, TableSpec};
@@ -28,66 +31,6 @@ pub const PAD_VALUE: i32 = i32::MAX;
 pub const ALIGNMENT: usize = 8;
 /// Buckets used by minibatching.
 pub const MINIBATCH_BUCKETS: usize = 64;
-
-/// Errors of preprocessing.
-#[derive(Debug, Clone, PartialEq, thiserror::Error)]
-pub enum PreprocessError {
-    /// The spec breaks a rule of the contract.
-    #[error("spec: {0}")]
-    Spec(String),
-    /// An ids array is missing or malformed.
-    #[error("ids: {0}")]
-    Input(String),
-    /// A limit is exceeded and id dropping is off (jax-tpu-embedding aborts here).
-    #[error("{0}")]
-    LimitExceeded(LimitExceeded),
-}
-
-/// Which limit an observation exceeded.
-#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
-#[serde(rename_all = "snake_case")]
-pub enum LimitKind {
-    /// max_ids_per_partition.
-    MaxIds,
-    /// max_unique_ids_per_partition.
-    MaxUniqueIds,
-}
-
-/// A limit exceeded: the facts jax-tpu-embedding reports.
-#[derive(Clone, Debug, PartialEq, Serialize)]
-pub struct LimitExceeded {
-    /// Stack name.
-    pub stack: String,
-    /// Which limit.
-    pub kind: LimitKind,
-    /// Global SparseCore partition where it was observed.
-    pub partition: u32,
-    /// Local device.
-    pub device: u32,
-    /// Source SparseCore on the device.
-    pub sparsecore: u32,
-    /// Observed count.
-    pub observed: u32,
-    /// The limit.
-    pub limit: u32,
-}
-
-impl std::fmt::Display for LimitExceeded {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        let (what, knob) = match self.kind {
-            LimitKind::MaxIds => ("max ids per partition", "max_ids_per_partition"),
-            LimitKind::MaxUniqueIds => ("max unique ids per partition", "max_unique_ids_per_partition"),
-        };
-        write!(
-            f,
-            "Observed {what}: {} for table: {} is greater than the set {what}: {} (partition {}, from SparseCore {} of device {}). Use `allow_id_dropping` or increase the `{knob}` to at least {}. You could also try to reduce the batch size.",
-            self.observed, self.stack, self.limit, self.partition, self.sparsecore, self.device, self.observed
-        )
-    }
-}
-
-/// An error of its own, so callers can carry it as a typed source.
-impl std::error::Error for LimitExceeded {}
 
 /// Per-stack output, as jax-tpu-embedding returns it (arrays flattened over local devices).
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]

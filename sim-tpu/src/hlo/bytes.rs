@@ -121,3 +121,24 @@ impl Sizer {
         })
     }
 }
+
+/// A shape's dimensions (their upper bounds; none for a tuple or a token).
+pub(super) fn dims_of(s: &Shape) -> Vec<u64> {
+    match s {
+        Shape::Array(a) => a
+            .dims
+            .iter()
+            .map(|d| d.upper_bound().unwrap_or(0).max(0) as u64)
+            .collect(),
+        _ => Vec::new(),
+    }
+}
+
+/// Logical elements of a shape (a tuple's summed).
+pub(super) fn elements(s: &Shape) -> u64 {
+    match s {
+        Shape::Array(_) => dims_of(s).iter().fold(1u64, |a, &d| a.saturating_mul(d)),
+        Shape::Tuple(e) => e.iter().map(elements).fold(0u64, |a, x| a.saturating_add(x)),
+        _ => 0,
+    }
+}

@@ -16,7 +16,7 @@ use std::collections::{BTreeMap, BTreeSet, HashMap};
 use serde::Serialize;
 use sim_core::layout::{PrimitiveType, Shape};
 
-use super::bytes::Sizer;
+use super::bytes::{dims_of, elements, Sizer};
 use super::fusion::{group, Group, KernelKind};
 use super::graph::{Graph, Node};
 use super::loops;
@@ -184,26 +184,6 @@ fn dtype_of(p: PrimitiveType) -> Dtype {
         "f8e5m2" | "f8e5m2fnuz" => Dtype::Float8E5m2,
         "s32" | "u32" => Dtype::Int32,
         _ => Dtype::Float32,
-    }
-}
-
-fn dims_of(s: &Shape) -> Vec<u64> {
-    match s {
-        Shape::Array(a) => a
-            .dims
-            .iter()
-            .map(|d| d.upper_bound().unwrap_or(0).max(0) as u64)
-            .collect(),
-        _ => Vec::new(),
-    }
-}
-
-/// Logical elements of a shape (a tuple's summed).
-pub(super) fn elements(s: &Shape) -> u64 {
-    match s {
-        Shape::Array(_) => dims_of(s).iter().fold(1u64, |a, &d| a.saturating_mul(d)),
-        Shape::Tuple(e) => e.iter().map(elements).fold(0u64, |a, x| a.saturating_add(x)),
-        _ => 0,
     }
 }
 

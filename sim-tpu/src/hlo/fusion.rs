@@ -294,7 +294,7 @@ fn reduces_dot(g: &Graph<'_>, i: usize, which: &dyn Fn(usize) -> bool) -> bool {
 /// compiler does not duplicate such a producer into a consumer that reuses each of its elements many times; it
 /// computes it once in a small kernel of its own.
 fn broadcast_only(g: &Graph<'_>, i: usize) -> bool {
-    let n = super::cost::elements(&g.nodes[i].ins.shape);
+    let n = super::bytes::elements(&g.nodes[i].ins.shape);
     if n < MIN_OWN_ELEMENTS || !matches!(g.nodes[i].class, OpClass::Elementwise | OpClass::Transcendental) {
         return false;
     }
@@ -306,9 +306,9 @@ fn broadcast_only(g: &Graph<'_>, i: usize) -> bool {
         let node = &g.nodes[u];
         match node.ins.opcode.as_str() {
             _ if seen > 64 => return false,
-            "broadcast" if super::cost::elements(&node.ins.shape) >= BROADCAST_REUSE.saturating_mul(n) => any = true,
+            "broadcast" if super::bytes::elements(&node.ins.shape) >= BROADCAST_REUSE.saturating_mul(n) => any = true,
             // A broadcast that only adds unit dimensions forwards the value, as a reshape does.
-            "broadcast" if super::cost::elements(&node.ins.shape) == n => stack.extend(g.users[u].iter().copied()),
+            "broadcast" if super::bytes::elements(&node.ins.shape) == n => stack.extend(g.users[u].iter().copied()),
             "reshape" | "bitcast" => stack.extend(g.users[u].iter().copied()),
             _ => return false,
         }
@@ -378,10 +378,10 @@ fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u6
 /// softmax's `exp(logits - max)`, read again from the logits by both the sum and the gradient.
 fn recompute_transcendental(g: &Graph<'_>, i: usize, bytes: &dyn Fn(usize) -> u64) -> bool {
     let leaves = cone_leaves(g, i);
-    let n = super::cost::elements(&g.nodes[i].ins.shape);
+    let n = super::bytes::elements(&g.nodes[i].ins.shape);
     let dot = |x: usize| matches!(g.nodes[x].class, OpClass::Dot | OpClass::Convolution);
     let full_array =
-        |x: usize| g.nodes[x].class != OpClass::Reduce && super::cost::elements(&g.nodes[x].ins.shape) >= n;
+        |x: usize| g.nodes[x].class != OpClass::Reduce && super::bytes::elements(&g.nodes[x].ins.shape) >= n;
     !leaves.iter().any(|&x| dot(x))
         && leaves.iter().any(|&x| full_array(x))
         && cone_input_bytes(g, i, bytes) <= 2u64.saturating_mul(bytes(i))
@@ -663,8 +663,8 @@ fn iteration_elements(g: &Graph<'_>, members: &[usize]) -> u64 {
         .map(|&m| {
             let n = &g.nodes[m];
             match (n.class, n.operands.first()) {
-                (OpClass::Reduce, Some(&o)) => super::cost::elements(&g.nodes[o].ins.shape),
-                _ => super::cost::elements(&n.ins.shape),
+                (OpClass::Reduce, Some(&o)) => super::bytes::elements(&g.nodes[o].ins.shape),
+                _ => super::bytes::elements(&n.ins.shape),
             }
         })
         .max()
