@@ -167,6 +167,22 @@ fn npy(descr: &str, fortran: bool, shape: &str, data: &[u8]) -> Vec<u8> {
 
 fn cases(dir: &Path) -> Vec<Case> {
     let mut v = Vec::new();
+    layout_and_op_cases(&mut v);
+    systolic_cases(dir, &mut v);
+    spec_cases(dir, &mut v);
+    npz_cases(dir, &mut v);
+    estimate_and_validate_cases(&mut v);
+    fdo_cases(dir, &mut v);
+    limits_select_chip_and_compile_cases(dir, &mut v);
+    workload_cases(dir, &mut v);
+    sweep_bound_and_hlo_cases(dir, &mut v);
+    usage_cases(dir, &mut v);
+    v.extend(mistakes(dir));
+    v
+}
+
+/// Shapes for `layout`, and op specs for `op`.
+fn layout_and_op_cases(v: &mut Vec<Case>) {
     // Shapes: layout.
     for (s, says) in [
         ("f32[99999999999999999999]", "fits in 64 bits"),
@@ -302,6 +318,10 @@ fn cases(dir: &Path) -> Vec<Case> {
         2,
         "v9",
     ));
+}
+
+/// SCALE-Sim configurations and topologies for `systolic`.
+fn systolic_cases(dir: &Path, v: &mut Vec<Case>) {
     // Systolic.
     let cfg = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/systolic/scale.cfg")).unwrap();
     let good_cfg = file(dir, "good.cfg", cfg.as_bytes());
@@ -360,6 +380,10 @@ fn cases(dir: &Path) -> Vec<Case> {
         2,
         "nonexistent",
     ));
+}
+
+/// SPEC.json files for `preprocess`.
+fn spec_cases(dir: &Path, v: &mut Vec<Case>) {
     // Preprocess: specs and NPZ files.
     let spec_text = std::fs::read_to_string(concat!(
         env!("CARGO_MANIFEST_DIR"),
@@ -428,6 +452,10 @@ fn cases(dir: &Path) -> Vec<Case> {
         v.push(case(&["preprocess", "--spec", &s, "--ids", ids, "--stats"], 2, ""));
         v.push(case(&["limits", "estimate", "--spec", &s, "--ids", ids], 2, ""));
     }
+}
+
+/// NPZ and NPY files for `preprocess`.
+fn npz_cases(dir: &Path, v: &mut Vec<Case>) {
     let spec = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");
     let i32s = |v: &[i32]| v.iter().flat_map(|x| x.to_le_bytes()).collect::<Vec<u8>>();
     let npz_cases: Vec<(String, Vec<u8>, &str)> = vec![
@@ -555,6 +583,11 @@ fn cases(dir: &Path) -> Vec<Case> {
         v.push(case(&["preprocess", "--spec", spec, "--ids", &p, "--stats"], 2, says));
         v.push(case(&["limits", "estimate", "--spec", spec, "--ids", &p], 2, ""));
     }
+}
+
+/// Flags of `limits estimate` and `limits validate`.
+fn estimate_and_validate_cases(v: &mut Vec<Case>) {
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
     // Estimate and validate flags.
     for (args, says) in [
         (
@@ -626,6 +659,11 @@ fn cases(dir: &Path) -> Vec<Case> {
     ] {
         v.push(case(&args, 2, says));
     }
+}
+
+/// FDO directories, limits files and the checks that fail on them.
+fn fdo_cases(dir: &Path, v: &mut Vec<Case>) {
+    let spec = EXAMPLE_SPEC;
     // FDO directories: CSV and NPZ stats.
     for (i, (csv, says)) in [
         ("key,values\nuser_item_max_ids,1 2 x\n", "line 2"),
@@ -725,6 +763,11 @@ fn cases(dir: &Path) -> Vec<Case> {
         2,
         "no fdo_stats",
     ));
+}
+
+/// Limits files that do not fit, `select` inputs, chip files and compile checks.
+fn limits_select_chip_and_compile_cases(dir: &Path, v: &mut Vec<Case>) {
+    let (spec, ids) = (EXAMPLE_SPEC, EXAMPLE_IDS);
     // Limits files in TOML, and limits that do not fit (a failed check: exit 1).
     for (i, (text, says)) in [
         (
@@ -872,6 +915,10 @@ fn cases(dir: &Path) -> Vec<Case> {
             says,
         ));
     }
+}
+
+/// Workloads for `run` and `sweep`, with mutated fields.
+fn workload_cases(dir: &Path, v: &mut Vec<Case>) {
     // Workloads: run and sweep with mutated fields.
     let sets: Vec<(String, &str)> = vec![
         ("features.0.valency={\"fixed\":1000000000000}".into(), "valency"),
@@ -1004,6 +1051,10 @@ fn cases(dir: &Path) -> Vec<Case> {
     let cf2 = file(dir, "chipfile2.json", b"{\"hbm_gb\": 1}");
     v.push(case(&["chips", "--chip", "v4", "--chip-file", &cf2], 2, "hbm_gb"));
     v.push(case(&["chips", "--chip", "v9"], 2, "v9"));
+}
+
+/// Sweeps, the stated bounds, and HLO text.
+fn sweep_bound_and_hlo_cases(dir: &Path, v: &mut Vec<Case>) {
     // Sweeps.
     let out = dir.join("sweep").to_string_lossy().into_owned();
     for (args, says) in [
@@ -1150,6 +1201,11 @@ fn cases(dir: &Path) -> Vec<Case> {
         2,
         "/proc/tpusim-no",
     ));
+}
+
+/// `select`, `explain`, `demo` and usage mistakes.
+fn usage_cases(dir: &Path, v: &mut Vec<Case>) {
+    let ids = EXAMPLE_IDS;
     // Select, explain, demo, usage.
     let sel = file(dir, "sel.json", b"{\"ops\": 3}");
     v.push(case(&["select", &sel, "--chip", "v5p"], 2, ""));
@@ -1167,9 +1223,8 @@ fn cases(dir: &Path) -> Vec<Case> {
     v.push(case(&["nope"], 2, "nope"));
     v.push(case(&["run", "--bogus-flag"], 2, "--bogus-flag"));
     v.push(case(&["demo", "--out", "/proc/tpusim-cannot-write-here"], 2, ""));
-    v.extend(mistakes(dir));
-    v
 }
+
 
 /// The example of the preprocess contract: (SPEC.json, ids.npz).
 const EXAMPLE_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");

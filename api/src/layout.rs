@@ -120,3 +120,9 @@ pub fn to_json(input: &str, f: &Facts) -> Value {
 pub fn layout_json(input: &str, q: &Query) -> crate::Result<Value> {
     facts(input, q).map(|f| to_json(input, &f))
 }
+
+/// `tpusim layout --svg`: the picture of an array's layout (its two most-minor physical dims as a grid,
+/// cells coloured by tile, padding dashed, element offsets in small arrays), as SVG text.
+pub fn svg(shape: &Shape) -> crate::Result<String> {
+    Ok(crate::layout_svg::render(shape)?)
+}

@@ -12,6 +12,7 @@ pub mod chips;
 pub mod explain;
 pub mod hlo;
 pub mod layout;
+mod layout_svg;
 pub mod limits;
 pub mod op;
 pub mod preprocess;

@@ -346,6 +346,76 @@ pub fn validate_with(
     Ok(validate_inner(spec, spec_origin, chip, limits, ids, opts)?)
 }
 
+/// What id batches show against a spec's stacks: per stack the largest ids and unique ids seen, the
+/// run-time verdict per batch, whether any batch would abort, and the statistics for suggestions.
+struct Observed {
+    observed: BTreeMap<String, (u64, u64)>,
+    runtime: BTreeMap<String, Vec<String>>,
+    runtime_fail: bool,
+    stats: FdoStats,
+}
+
+/// Reads each id source and checks it against the stacks' current limits.
+fn observe_batches(
+    spec: &PreprocessSpec,
+    stacks: &[sim_sparsecore::preprocess::Stack],
+    ids: Vec<IdsSource>,
+) -> anyhow::Result<Observed> {
+    let mut out = Observed {
+        observed: BTreeMap::new(),
+        runtime: BTreeMap::new(),
+        runtime_fail: false,
+        stats: FdoStats::new(),
+    };
+    for source in ids {
+        let (label, batch) = source.load(spec)?;
+        let seen = observe(spec, &batch).with_context(|| label.clone())?;
+        for (k, s) in &seen {
+            let o = out.observed.entry(k.clone()).or_default();
+            o.0 = o.0.max(s.max_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
+            o.1 =
+                o.1.max(s.max_unique_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
+        }
+        accumulate(&mut out.stats, seen);
+        let current: BTreeMap<String, StackLimit> = stacks
+            .iter()
+            .map(|s| {
+                (
+                    s.name.clone(),
+                    StackLimit {
+                        max_ids_per_partition: s.max_ids_per_partition as u64,
+                        max_unique_ids_per_partition: s.max_unique_ids_per_partition as u64,
+                        suggested_coo_buffer_size_per_device: s.suggested_coo_buffer_size_per_device,
+                    },
+                )
+            })
+            .collect();
+        for (k, c) in consequences(spec, &current, &batch)? {
+            let text = if !c.would_abort {
+                "ok".to_string()
+            } else if spec.enable_minibatching && c.minibatches > 0 {
+                format!("needs {} minibatches", c.minibatches)
+            } else if spec.allow_id_dropping {
+                format!("drops {} ids", c.dropped_ids)
+            } else {
+                out.runtime_fail = true;
+                let mb = if c.minibatches > 0 {
+                    format!("needs {} minibatches with minibatching", c.minibatches)
+                } else {
+                    "aborts even with minibatching".to_string()
+                };
+                format!(
+                    "would abort: {} ({mb}; drops {} ids with dropping)",
+                    c.abort_message.as_deref().unwrap_or("a limit is exceeded"),
+                    c.dropped_ids
+                )
+            };
+            out.runtime.entry(k).or_default().push(format!("{label}: {text}"));
+        }
+    }
+    Ok(out)
+}
+
 fn validate_inner(
     spec: &PreprocessSpec,
     spec_origin: &str,
@@ -378,56 +448,12 @@ fn validate_inner(
     }
     let spec = apply_limits(spec, &overrides);
     let stacks = build_stacks(&spec);
-    let mut observed: BTreeMap<String, (u64, u64)> = BTreeMap::new();
-    let mut runtime: BTreeMap<String, Vec<String>> = BTreeMap::new();
-    let mut runtime_fail = false;
-    let mut stats = FdoStats::new();
-    for source in ids {
-        let (label, batch) = source.load(&spec)?;
-        let seen = observe(&spec, &batch).with_context(|| label.clone())?;
-        for (k, s) in &seen {
-            let o = observed.entry(k.clone()).or_default();
-            o.0 = o.0.max(s.max_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
-            o.1 =
-                o.1.max(s.max_unique_ids.iter().flatten().copied().max().unwrap_or(0) as u64);
-        }
-        accumulate(&mut stats, seen);
-        let current: BTreeMap<String, StackLimit> = stacks
-            .iter()
-            .map(|s| {
-                (
-                    s.name.clone(),
-                    StackLimit {
-                        max_ids_per_partition: s.max_ids_per_partition as u64,
-                        max_unique_ids_per_partition: s.max_unique_ids_per_partition as u64,
-                        suggested_coo_buffer_size_per_device: s.suggested_coo_buffer_size_per_device,
-                    },
-                )
-            })
-            .collect();
-        for (k, c) in consequences(&spec, &current, &batch)? {
-            let text = if !c.would_abort {
-                "ok".to_string()
-            } else if spec.enable_minibatching && c.minibatches > 0 {
-                format!("needs {} minibatches", c.minibatches)
-            } else if spec.allow_id_dropping {
-                format!("drops {} ids", c.dropped_ids)
-            } else {
-                runtime_fail = true;
-                let mb = if c.minibatches > 0 {
-                    format!("needs {} minibatches with minibatching", c.minibatches)
-                } else {
-                    "aborts even with minibatching".to_string()
-                };
-                format!(
-                    "would abort: {} ({mb}; drops {} ids with dropping)",
-                    c.abort_message.as_deref().unwrap_or("a limit is exceeded"),
-                    c.dropped_ids
-                )
-            };
-            runtime.entry(k).or_default().push(format!("{label}: {text}"));
-        }
-    }
+    let Observed {
+        observed,
+        runtime,
+        runtime_fail,
+        stats,
+    } = observe_batches(&spec, &stacks, ids)?;
     let suggested = suggest_limits(&spec, &stats, opts);
     let mut rows = Vec::new();
     let mut failed = runtime_fail;

@@ -43,6 +43,93 @@ fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
     (errs.iter().map(|e| e * e).sum::<f64>() / errs.len().max(1) as f64).sqrt()
 }
 
+/// Coordinate search on a log grid from a few starting points (the objective has local minima), the
+/// VMEM budget of `start` kept; on the corpus (`corpus`), from `start`'s constants only.
+fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool) -> HloParams {
+    let vmem_budget = start.vmem_temp_bytes;
+    // Coordinate search on a log grid from a few starting points (the objective has local minima).
+    let mut best_start = (f64::MAX, start.clone());
+    let grid = [
+        (2.0, 0.5, 0.0),
+        (8.0, 0.5, 0.0),
+        (2.0, 3.0, 0.0),
+        (8.0, 3.0, 0.0),
+        (2.0, 0.5, 2.0),
+        (8.0, 0.5, 2.0),
+        (2.0, 3.0, 2.0),
+        (8.0, 3.0, 2.0),
+    ];
+    // On the corpus (hundreds of records a chip) only the current constants start the search: the grid's
+    // sixteen starts would take hours on two shared cores.
+    let grid_starts = if corpus { 0 } else { grid.len() };
+    let starts = grid[..grid_starts]
+        .iter()
+        .flat_map(|&(lb, fo, sb)| [(lb, fo, sb, Some(1.0)), (lb, fo, sb, Some(6.0))])
+        .chain([(
+            start.loop_block_cycles,
+            start.fused_op_cycles,
+            start.stream_block_cycles,
+            start.mxu_fused_op_cycles,
+        )]);
+    for (lb, fo, sb, mo) in starts {
+        let mut hp = start.clone();
+        hp.vmem_temp_bytes = vmem_budget;
+        hp.loop_block_cycles = lb;
+        hp.fused_op_cycles = fo;
+        hp.stream_block_cycles = sb;
+        hp.mxu_fused_op_cycles = mo;
+        let mut best = objective(recs, chip, &hp);
+        for _round in 0..3 {
+            for field in 0..6 {
+                let mut step = 2.0f64;
+                while step > 1.01 {
+                    let mut improved = false;
+                    for f in [step, 1.0 / step] {
+                        let mut h = hp.clone();
+                        match field {
+                            0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
+                            1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
+                            2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
+                            // From 0 a factor cannot move it: start such searches at 0.25.
+                            3 if h.stream_block_cycles == 0.0 => h.stream_block_cycles = 0.25 * f,
+                            3 => h.stream_block_cycles = (h.stream_block_cycles * f).clamp(0.0, 64.0),
+                            4 => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+                            _ => {
+                                let v = h.mxu_fused_op_cycles.unwrap_or(h.fused_op_cycles);
+                                h.mxu_fused_op_cycles = Some((v * f).clamp(0.05, 64.0));
+                            }
+                        }
+                        let o = objective(recs, chip, &h);
+                        if o < best - 1e-9 {
+                            best = o;
+                            hp = h;
+                            improved = true;
+                        }
+                    }
+                    if !improved {
+                        step = step.sqrt();
+                    }
+                }
+            }
+        }
+        if best < best_start.0 {
+            best_start = (best, hp);
+        }
+    }
+    best_start.1
+}
+
+/// The fitted constants rounded to three decimals (as `calibration.json` keeps them).
+fn rounded(mut hp: HloParams) -> HloParams {
+    hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
+    hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
+    hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;
+    hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
+    hp.mxu_fused_op_cycles = hp.mxu_fused_op_cycles.map(|v| (v * 1000.0).round() / 1000.0);
+    hp.stream_block_cycles = (hp.stream_block_cycles * 1000.0).round() / 1000.0;
+    hp
+}
+
 fn main() {
     // `--temp-only`: refit only the temp constants (they do not affect cycles), keeping the cycle constants.
     let args: Vec<String> = std::env::args().collect();
@@ -162,83 +249,7 @@ fn main() {
             least,
             flat.iter().map(|b| b >> 20).collect::<Vec<_>>()
         );
-        let vmem_budget = start.vmem_temp_bytes;
-        // Coordinate search on a log grid from a few starting points (the objective has local minima).
-        let mut best_start = (f64::MAX, start.clone());
-        let grid = [
-            (2.0, 0.5, 0.0),
-            (8.0, 0.5, 0.0),
-            (2.0, 3.0, 0.0),
-            (8.0, 3.0, 0.0),
-            (2.0, 0.5, 2.0),
-            (8.0, 0.5, 2.0),
-            (2.0, 3.0, 2.0),
-            (8.0, 3.0, 2.0),
-        ];
-        // On the corpus (hundreds of records a chip) only the current constants start the search: the grid's
-        // sixteen starts would take hours on two shared cores.
-        let grid_starts = if split.is_some() { 0 } else { grid.len() };
-        let starts = grid[..grid_starts]
-            .iter()
-            .flat_map(|&(lb, fo, sb)| [(lb, fo, sb, Some(1.0)), (lb, fo, sb, Some(6.0))])
-            .chain([(
-                start.loop_block_cycles,
-                start.fused_op_cycles,
-                start.stream_block_cycles,
-                start.mxu_fused_op_cycles,
-            )]);
-        for (lb, fo, sb, mo) in starts {
-            let mut hp = start.clone();
-            hp.vmem_temp_bytes = vmem_budget;
-            hp.loop_block_cycles = lb;
-            hp.fused_op_cycles = fo;
-            hp.stream_block_cycles = sb;
-            hp.mxu_fused_op_cycles = mo;
-            let mut best = objective(&recs, &chip, &hp);
-            for _round in 0..3 {
-                for field in 0..6 {
-                    let mut step = 2.0f64;
-                    while step > 1.01 {
-                        let mut improved = false;
-                        for f in [step, 1.0 / step] {
-                            let mut h = hp.clone();
-                            match field {
-                                0 => h.fused_op_cycles = (h.fused_op_cycles * f).clamp(0.05, 64.0),
-                                1 => h.loop_block_cycles = (h.loop_block_cycles * f).clamp(0.05, 64.0),
-                                2 => h.mxu_epilogue_factor = (h.mxu_epilogue_factor * f).clamp(0.01, 1.0),
-                                // From 0 a factor cannot move it: start such searches at 0.25.
-                                3 if h.stream_block_cycles == 0.0 => h.stream_block_cycles = 0.25 * f,
-                                3 => h.stream_block_cycles = (h.stream_block_cycles * f).clamp(0.0, 64.0),
-                                4 => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
-                                _ => {
-                                    let v = h.mxu_fused_op_cycles.unwrap_or(h.fused_op_cycles);
-                                    h.mxu_fused_op_cycles = Some((v * f).clamp(0.05, 64.0));
-                                }
-                            }
-                            let o = objective(&recs, &chip, &h);
-                            if o < best - 1e-9 {
-                                best = o;
-                                hp = h;
-                                improved = true;
-                            }
-                        }
-                        if !improved {
-                            step = step.sqrt();
-                        }
-                    }
-                }
-            }
-            if best < best_start.0 {
-                best_start = (best, hp);
-            }
-        }
-        let mut hp = best_start.1;
-        hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
-        hp.loop_block_cycles = (hp.loop_block_cycles * 1000.0).round() / 1000.0;
-        hp.mxu_epilogue_factor = (hp.mxu_epilogue_factor * 1000.0).round() / 1000.0;
-        hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
-        hp.mxu_fused_op_cycles = hp.mxu_fused_op_cycles.map(|v| (v * 1000.0).round() / 1000.0);
-        hp.stream_block_cycles = (hp.stream_block_cycles * 1000.0).round() / 1000.0;
+        let hp = rounded(search(&start, &recs, &chip, split.is_some()));
         let errs: Vec<f64> = recs
             .iter()
             .filter(|r| r.scored)

@@ -221,6 +221,45 @@ fn conversion_cycles(
     Ok(out)
 }
 
+/// The logical NCHW shape after op `i` (a convolution's output; other ops keep their input's shape).
+fn output_shape(i: usize, op: &GraphOp, s: Vec<i64>) -> Result<Vec<i64>, SelectError> {
+    if op.op != "conv2d" {
+        return Ok(s);
+    }
+        let k = op
+            .kernel
+            .clone()
+            .ok_or_else(|| SelectError::Graph(format!("ops[{i}].kernel: missing")))?;
+        if k.len() != 4 || k.iter().any(|&d| d <= 0) || k[2] != s[1] {
+            return Err(SelectError::Graph(format!(
+                "ops[{i}].kernel: must be [KH, KW, Cin={}, Cout] with positive dims",
+                s[1]
+            )));
+        }
+        let stride = op.stride.unwrap_or(1);
+        if stride < 1 {
+            return Err(SelectError::Graph(format!(
+                "ops[{i}].stride: must be at least 1, got {stride}"
+            )));
+        }
+        let (h, w) = match op.padding.as_deref().unwrap_or("SAME") {
+            "VALID" if k[0] > s[2] || k[1] > s[3] => {
+                return Err(SelectError::Graph(format!(
+                    "ops[{i}].kernel: {}x{} window is larger than the {}x{} input with VALID padding",
+                    k[0], k[1], s[2], s[3]
+                )))
+            }
+            "VALID" => ((s[2] - k[0]) / stride + 1, (s[3] - k[1]) / stride + 1),
+            "SAME" => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
+            other => {
+                return Err(SelectError::Graph(format!(
+                    "ops[{i}].padding: must be SAME or VALID, got '{other}'"
+                )))
+            }
+        };
+        Ok(vec![s[0], k[3], h.max(1), w.max(1)])
+}
+
 /// Chooses kernels for a chain of ops on a chip (`chip_name` as in the presets).
 pub fn select(graph: &Graph, chip: &ChipModel, chip_name: &str) -> Result<Selection, SelectError> {
     if graph.input.len() != 4 || graph.input.iter().any(|&d| d <= 0) {
@@ -238,42 +277,7 @@ pub fn select(graph: &Graph, chip: &ChipModel, chip_name: &str) -> Result<Select
         let info = op_info(&op.op, chip_name)
             .ok_or_else(|| SelectError::Graph(format!("ops[{i}].op: unknown op '{}' (conv2d, relu, add)", op.op)))?;
         let s = shapes[i].clone();
-        let next = if op.op == "conv2d" {
-            let k = op
-                .kernel
-                .clone()
-                .ok_or_else(|| SelectError::Graph(format!("ops[{i}].kernel: missing")))?;
-            if k.len() != 4 || k.iter().any(|&d| d <= 0) || k[2] != s[1] {
-                return Err(SelectError::Graph(format!(
-                    "ops[{i}].kernel: must be [KH, KW, Cin={}, Cout] with positive dims",
-                    s[1]
-                )));
-            }
-            let stride = op.stride.unwrap_or(1);
-            if stride < 1 {
-                return Err(SelectError::Graph(format!(
-                    "ops[{i}].stride: must be at least 1, got {stride}"
-                )));
-            }
-            let (h, w) = match op.padding.as_deref().unwrap_or("SAME") {
-                "VALID" if k[0] > s[2] || k[1] > s[3] => {
-                    return Err(SelectError::Graph(format!(
-                        "ops[{i}].kernel: {}x{} window is larger than the {}x{} input with VALID padding",
-                        k[0], k[1], s[2], s[3]
-                    )))
-                }
-                "VALID" => ((s[2] - k[0]) / stride + 1, (s[3] - k[1]) / stride + 1),
-                "SAME" => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
-                other => {
-                    return Err(SelectError::Graph(format!(
-                        "ops[{i}].padding: must be SAME or VALID, got '{other}'"
-                    )))
-                }
-            };
-            vec![s[0], k[3], h.max(1), w.max(1)]
-        } else {
-            s
-        };
+        let next = output_shape(i, op, s)?;
         shapes.push(next);
         // Every supported kernel is a candidate, the user's own first: ties keep the user's choice,
         // and a supported request is left only when that saves conversions next to it.

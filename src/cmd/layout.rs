@@ -124,7 +124,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 }
                 if n == 0 {
                     if let Some(path) = &args.svg {
-                        let svg = super::layout_svg::render(&f.shape)?;
+                        let svg = tpusim_api::layout::svg(&f.shape)?;
                         tpusim_api::output::write_atomic(path, svg)
                             .with_context(|| format!("writing {}", path.display()))?;
                         if !args.json {

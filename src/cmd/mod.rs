@@ -7,7 +7,6 @@ pub mod explain;
 pub mod hlo;
 pub mod init;
 pub mod layout;
-mod layout_svg;
 pub mod limits;
 pub mod op;
 pub mod preprocess;
