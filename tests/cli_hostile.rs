@@ -1225,7 +1225,6 @@ fn usage_cases(dir: &Path, v: &mut Vec<Case>) {
     v.push(case(&["demo", "--out", "/proc/tpusim-cannot-write-here"], 2, ""));
 }
 
-
 /// The example of the preprocess contract: (SPEC.json, ids.npz).
 const EXAMPLE_SPEC: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/spec.json");
 const EXAMPLE_IDS: &str = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/preprocess/example/ids.npz");

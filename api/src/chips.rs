@@ -65,7 +65,9 @@ pub fn unit_of(field: &str) -> Option<&'static str> {
 
 /// Every field of a chip (the chip's values, then its step parameters), in `chips --json` order.
 pub fn fields(chip: &Chip) -> Vec<ChipField> {
-    let Value::Object(m) = chip.to_json() else { return Vec::new() };
+    let Value::Object(m) = chip.to_json() else {
+        return Vec::new();
+    };
     m.into_iter()
         .map(|(name, v)| ChipField {
             unit: unit_of(&name),
@@ -148,4 +150,24 @@ pub fn table(chips: &[Chip]) -> ChipTable {
         chips: chips.iter().map(|c| c.spec.name.clone()).collect(),
         rows,
     }
+}
+
+/// Per chip, every field with its value, unit and source (Python's `tpusim.chips()`):
+/// `{chip: {field: {"value", "unit", "source"}}}`.
+pub fn fields_json(chips: &[Chip]) -> Value {
+    Value::Object(
+        chips
+            .iter()
+            .map(|c| {
+                let fields = fields(c)
+                    .into_iter()
+                    .map(|f| {
+                        let v = serde_json::json!({"value": f.value, "unit": f.unit, "source": f.source});
+                        (f.name, v)
+                    })
+                    .collect();
+                (c.spec.name.clone(), Value::Object(fields))
+            })
+            .collect(),
+    )
 }

@@ -146,7 +146,12 @@ pub fn demo(out: &Path) -> crate::Result<Demo> {
     let runs = [("sequential", &sequential), ("pipelined", &pipelined)];
     let paths = crate::run::write_report(out, &w, &runs, &pipelined)?;
     let files = vec![paths.html, paths.markdown, paths.summary, paths.gantt, trace];
-    Ok(Demo { workload: w, sequential, pipelined, files })
+    Ok(Demo {
+        workload: w,
+        sequential,
+        pipelined,
+        files,
+    })
 }
 
 /// The pipelining lesson page (`explain pipelining --html`): the default slider grid run on the

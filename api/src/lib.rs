@@ -125,6 +125,9 @@ mod tests {
         let plain = Err::<(), _>(std::fmt::Error).context("not an api error").unwrap_err();
         assert_eq!(ErrorKind::of(&plain), ErrorKind::BadInput);
         let message = ApiError::from(limit_exceeded()).message();
-        assert!(message.starts_with("Observed max ids per partition: 9 for table: t"), "{message}");
+        assert!(
+            message.starts_with("Observed max ids per partition: 9 for table: t"),
+            "{message}"
+        );
     }
 }

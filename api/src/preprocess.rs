@@ -7,7 +7,6 @@ use sim_sparsecore::preprocess::{
     preprocess as run_preprocess, preprocess_stats_npz, read_npz, Options, PreprocessError,
 };
 
-
 pub use sim_sparsecore::preprocess::{BatchIds, FeatureIds, PreprocessOutput, PreprocessSpec, StackOutput};
 
 /// Reads and validates SPEC.json.

@@ -3,8 +3,8 @@
 use std::path::{Path, PathBuf};
 
 use anyhow::Context;
-use serde_json::Value;
 pub use reports::{ReportPaths, REPORT_FILES};
+use serde_json::Value;
 pub use sim_core::summary::RuntimeVerdict;
 pub use workloads::sensitivity::Sensitivity;
 pub use workloads::spec::RunBounds;
@@ -274,7 +274,12 @@ fn report_input(w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> 
 }
 
 /// Writes the report (`REPORT_FILES`) of runs of `w` into `dir`, all of it or none.
-pub fn write_report(dir: &Path, w: &Workload, runs: &[(&str, &RunResult)], main: &RunResult) -> crate::Result<ReportPaths> {
+pub fn write_report(
+    dir: &Path,
+    w: &Workload,
+    runs: &[(&str, &RunResult)],
+    main: &RunResult,
+) -> crate::Result<ReportPaths> {
     Ok(reports::write_report(dir, &report_input(w, runs, main)).map_err(anyhow::Error::from)?)
 }
 

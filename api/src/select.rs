@@ -44,7 +44,12 @@ pub fn select(graph: Graph, chip: &str) -> crate::Result<SelectReport> {
         .zip(&graph.ops)
         .map(|(k, op)| note(op, k, name))
         .collect();
-    Ok(SelectReport { chip: name, graph, selection, notes })
+    Ok(SelectReport {
+        chip: name,
+        graph,
+        selection,
+        notes,
+    })
 }
 
 /// `tpusim select --json`: the selection.

@@ -11,10 +11,10 @@ use pyo3::exceptions::PyValueError;
 use pyo3::prelude::*;
 use pyo3::types::{PyBool, PyDict, PyList, PyString};
 use serde_json::Value;
-use sim_sparsecore::preprocess::{BatchIds, FeatureIds, PreprocessSpec};
 use tpusim_api::limits::{IdsSource, LimitsSource};
+use tpusim_api::preprocess::{BatchIds, FeatureIds, PreprocessSpec};
+use tpusim_api::run::{Pipelining, RunRequest};
 use tpusim_api::ApiError;
-use workloads::Pipelining;
 
 pyo3::create_exception!(
     tpusim,
@@ -31,8 +31,8 @@ pyo3::create_exception!(
 
 fn err(e: ApiError) -> PyErr {
     match e {
-        ApiError::LimitExceeded(_) => LimitExceededError::new_err(e.to_string()),
-        ApiError::Input(_) => Error::new_err(e.to_string()),
+        ApiError::LimitExceeded(_) => LimitExceededError::new_err(e.message()),
+        ApiError::Input(_) => Error::new_err(e.message()),
     }
 }
 
@@ -465,6 +465,36 @@ fn hlo(py: Python<'_>, text: String, chip: String, sets: Vec<String>, origin: St
     })
 }
 
+/// The library's view of `run`'s and `sensitivity`'s arguments.
+#[allow(clippy::too_many_arguments)]
+fn run_request(
+    workload: Option<&Bound<'_, PyAny>>,
+    preset: Option<String>,
+    overrides: Option<&Bound<'_, PyAny>>,
+    chip: Option<String>,
+    chips: Option<u32>,
+    batch: Option<u64>,
+    steps: Option<u32>,
+    pipelining: Option<String>,
+) -> PyResult<RunRequest> {
+    let pipelining = match pipelining.as_deref() {
+        None => None,
+        Some("sequential") => Some(Pipelining::Sequential),
+        Some("pipelined") => Some(Pipelining::Pipelined),
+        Some(p) => return Err(bad(format!("pipelining: '{p}', expected 'sequential' or 'pipelined'"))),
+    };
+    Ok(RunRequest {
+        workload: opt_path(workload, "workload")?,
+        preset,
+        chip,
+        chips,
+        batch,
+        steps,
+        pipelining,
+        set: overrides_arg(overrides)?,
+    })
+}
+
 /// Simulates a workload: the `tpusim run --json` summary.
 #[pyfunction]
 #[pyo3(signature = (workload=None, preset=None, overrides=None, functional=false, chip=None, chips=None, batch=None, steps=None, pipelining=None))]
@@ -482,22 +512,7 @@ fn run(
     pipelining: Option<String>,
 ) -> PyResult<PyObject> {
     guard(|| {
-        let pipelining = match pipelining.as_deref() {
-            None => None,
-            Some("sequential") => Some(Pipelining::Sequential),
-            Some("pipelined") => Some(Pipelining::Pipelined),
-            Some(p) => return Err(bad(format!("pipelining: '{p}', expected 'sequential' or 'pipelined'"))),
-        };
-        let req = tpusim_api::run::RunRequest {
-            workload: opt_path(workload, "workload")?,
-            preset,
-            chip,
-            chips,
-            batch,
-            steps,
-            pipelining,
-            set: overrides_arg(overrides)?,
-        };
+        let req = run_request(workload, preset, overrides, chip, chips, batch, steps, pipelining)?;
         let summary = py
             .allow_threads(|| -> tpusim_api::Result<Value> {
                 let w = tpusim_api::run::load_workload(&req)?;
@@ -507,6 +522,93 @@ fn run(
             })
             .map_err(err)?;
         to_py(py, &summary)
+    })
+}
+
+/// The step time with each assumed constant halved and doubled: the `tpusim run --sensitivity --json` object.
+#[pyfunction]
+#[pyo3(signature = (workload=None, preset=None, overrides=None, chip=None, chips=None, batch=None, steps=None, pipelining=None))]
+#[allow(clippy::too_many_arguments)]
+fn sensitivity(
+    py: Python<'_>,
+    workload: Option<&Bound<'_, PyAny>>,
+    preset: Option<String>,
+    overrides: Option<&Bound<'_, PyAny>>,
+    chip: Option<String>,
+    chips: Option<u32>,
+    batch: Option<u64>,
+    steps: Option<u32>,
+    pipelining: Option<String>,
+) -> PyResult<PyObject> {
+    guard(|| {
+        let req = run_request(workload, preset, overrides, chip, chips, batch, steps, pipelining)?;
+        let v = py
+            .allow_threads(|| -> tpusim_api::Result<Value> {
+                let w = tpusim_api::run::load_workload(&req)?;
+                let opts = tpusim_api::run::run_options(&req, None, false)?;
+                let s = tpusim_api::run::sensitivity(&w, &opts)?;
+                Ok(serde_json::to_value(&s).map_err(anyhow::Error::from)?)
+            })
+            .map_err(err)?;
+        to_py(py, &v)
+    })
+}
+
+/// The chip presets (or one chip with a chip file's overrides): per chip, every field with its value,
+/// unit and source.
+#[pyfunction]
+#[pyo3(signature = (chip=None, chip_file=None))]
+fn chips(py: Python<'_>, chip: Option<String>, chip_file: Option<&Bound<'_, PyAny>>) -> PyResult<PyObject> {
+    guard(|| {
+        let file = opt_path(chip_file, "chip_file")?;
+        let chips = tpusim_api::chips::chips(chip.as_deref(), file.as_deref()).map_err(err)?;
+        to_py(py, &tpusim_api::chips::fields_json(&chips))
+    })
+}
+
+/// Kernel selection for a small op graph: the `tpusim select --json` object.
+#[pyfunction]
+#[pyo3(signature = (graph, chip="v5p".to_string()))]
+fn select(py: Python<'_>, graph: &Bound<'_, PyAny>, chip: String) -> PyResult<PyObject> {
+    guard(|| {
+        let g = if graph.is_instance_of::<PyDict>() {
+            tpusim_api::select::parse_graph(&json_text(graph)?, "graph")
+        } else {
+            let p = as_path(graph)?.ok_or_else(|| bad("graph: expected a dict or the path of GRAPH.json"))?;
+            tpusim_api::select::read_graph(&p)
+        }
+        .map_err(err)?;
+        let r = tpusim_api::select::select(g, &chip).map_err(err)?;
+        to_py(py, &tpusim_api::select::select_json(&r).map_err(err)?)
+    })
+}
+
+/// A preset run sequential and pipelined: the `tpusim explain pipelining --json` numbers (no picture).
+#[pyfunction]
+#[pyo3(signature = (preset="balanced".to_string(), steps=6))]
+fn explain_pipelining(py: Python<'_>, preset: String, steps: u32) -> PyResult<PyObject> {
+    guard(|| {
+        let v = py
+            .allow_threads(|| -> tpusim_api::Result<Value> {
+                let runs = tpusim_api::explain::pipelining_runs(&preset, steps)?;
+                Ok(tpusim_api::explain::pipelining_json(&runs))
+            })
+            .map_err(err)?;
+        to_py(py, &v)
+    })
+}
+
+/// One batch counted per partition against a spec's limits: the `tpusim explain limits --json` object.
+#[pyfunction]
+fn explain_limits(py: Python<'_>, spec: &Bound<'_, PyAny>, ids: &Bound<'_, PyAny>) -> PyResult<PyObject> {
+    guard(|| {
+        let (spec, _) = spec_arg(spec)?;
+        let v = match ids_arg(ids)? {
+            IdsSource::Path(p) => tpusim_api::explain::limits_json_file(&spec, &p),
+            IdsSource::Batch { ids, .. } => tpusim_api::explain::limits_json(&spec, &ids),
+        }
+        .map_err(err)?;
+        to_py(py, &v)
     })
 }
 
@@ -642,6 +744,11 @@ fn _native(m: &Bound<'_, PyModule>) -> PyResult<()> {
     m.add_function(wrap_pyfunction!(op, m)?)?;
     m.add_function(wrap_pyfunction!(run, m)?)?;
     m.add_function(wrap_pyfunction!(hlo, m)?)?;
+    m.add_function(wrap_pyfunction!(sensitivity, m)?)?;
+    m.add_function(wrap_pyfunction!(chips, m)?)?;
+    m.add_function(wrap_pyfunction!(select, m)?)?;
+    m.add_function(wrap_pyfunction!(explain_pipelining, m)?)?;
+    m.add_function(wrap_pyfunction!(explain_limits, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_plan, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_len, m)?)?;
     m.add_function(wrap_pyfunction!(sweep_configs, m)?)?;

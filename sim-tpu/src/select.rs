@@ -226,38 +226,38 @@ fn output_shape(i: usize, op: &GraphOp, s: Vec<i64>) -> Result<Vec<i64>, SelectE
     if op.op != "conv2d" {
         return Ok(s);
     }
-        let k = op
-            .kernel
-            .clone()
-            .ok_or_else(|| SelectError::Graph(format!("ops[{i}].kernel: missing")))?;
-        if k.len() != 4 || k.iter().any(|&d| d <= 0) || k[2] != s[1] {
+    let k = op
+        .kernel
+        .clone()
+        .ok_or_else(|| SelectError::Graph(format!("ops[{i}].kernel: missing")))?;
+    if k.len() != 4 || k.iter().any(|&d| d <= 0) || k[2] != s[1] {
+        return Err(SelectError::Graph(format!(
+            "ops[{i}].kernel: must be [KH, KW, Cin={}, Cout] with positive dims",
+            s[1]
+        )));
+    }
+    let stride = op.stride.unwrap_or(1);
+    if stride < 1 {
+        return Err(SelectError::Graph(format!(
+            "ops[{i}].stride: must be at least 1, got {stride}"
+        )));
+    }
+    let (h, w) = match op.padding.as_deref().unwrap_or("SAME") {
+        "VALID" if k[0] > s[2] || k[1] > s[3] => {
             return Err(SelectError::Graph(format!(
-                "ops[{i}].kernel: must be [KH, KW, Cin={}, Cout] with positive dims",
-                s[1]
-            )));
+                "ops[{i}].kernel: {}x{} window is larger than the {}x{} input with VALID padding",
+                k[0], k[1], s[2], s[3]
+            )))
         }
-        let stride = op.stride.unwrap_or(1);
-        if stride < 1 {
+        "VALID" => ((s[2] - k[0]) / stride + 1, (s[3] - k[1]) / stride + 1),
+        "SAME" => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
+        other => {
             return Err(SelectError::Graph(format!(
-                "ops[{i}].stride: must be at least 1, got {stride}"
-            )));
+                "ops[{i}].padding: must be SAME or VALID, got '{other}'"
+            )))
         }
-        let (h, w) = match op.padding.as_deref().unwrap_or("SAME") {
-            "VALID" if k[0] > s[2] || k[1] > s[3] => {
-                return Err(SelectError::Graph(format!(
-                    "ops[{i}].kernel: {}x{} window is larger than the {}x{} input with VALID padding",
-                    k[0], k[1], s[2], s[3]
-                )))
-            }
-            "VALID" => ((s[2] - k[0]) / stride + 1, (s[3] - k[1]) / stride + 1),
-            "SAME" => ((s[2] + stride - 1) / stride, (s[3] + stride - 1) / stride),
-            other => {
-                return Err(SelectError::Graph(format!(
-                    "ops[{i}].padding: must be SAME or VALID, got '{other}'"
-                )))
-            }
-        };
-        Ok(vec![s[0], k[3], h.max(1), w.max(1)])
+    };
+    Ok(vec![s[0], k[3], h.max(1), w.max(1)])
 }
 
 /// Chooses kernels for a chain of ops on a chip (`chip_name` as in the presets).

@@ -180,11 +180,7 @@ pub fn print_summary(w: &Workload, r: &RunResult) {
     } else {
         println!("  minibatches/step   {}", s.minibatches_per_step);
     }
-    let bad: Vec<_> = s
-        .limits
-        .iter()
-        .filter(|l| l.runtime != RuntimeVerdict::Ok)
-        .collect();
+    let bad: Vec<_> = s.limits.iter().filter(|l| l.runtime != RuntimeVerdict::Ok).collect();
     if !bad.is_empty() {
         for l in bad {
             println!("  limits {}: {} ({})", l.stack, l.runtime, l.message);
@@ -312,8 +308,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     if let Some(dir) = &args.report {
         let label = format!("{:?}", w.pipelining).to_lowercase();
-        write_report(dir, &w, &[(label.as_str(), &r)], &r)
-            .with_context(|| dir.display().to_string())?;
+        write_report(dir, &w, &[(label.as_str(), &r)], &r).with_context(|| dir.display().to_string())?;
     }
     if args.json {
         println!("{}", serde_json::to_string_pretty(&summary_json(&r)?)?);

@@ -64,7 +64,10 @@ pub fn load_crate(root: &Path, read: Reader<'_>) -> Crate {
         files.push(ModuleFile { path, file, toks, scan });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
-    Crate { root: root.to_path_buf(), files }
+    Crate {
+        root: root.to_path_buf(),
+        files,
+    }
 }
 
 /// `a/b/../c` as `a/c`.
@@ -84,7 +87,11 @@ fn normalize(p: &Path) -> PathBuf {
 
 /// The crate roots of a package directory (relative to the repository): library, binaries, tests,
 /// examples, benchmarks, build script and fuzz targets.
-pub fn crate_roots(package: &Path, exists: &dyn Fn(&Path) -> bool, list: &dyn Fn(&Path) -> Vec<PathBuf>) -> Vec<PathBuf> {
+pub fn crate_roots(
+    package: &Path,
+    exists: &dyn Fn(&Path) -> bool,
+    list: &dyn Fn(&Path) -> Vec<PathBuf>,
+) -> Vec<PathBuf> {
     let mut roots: Vec<PathBuf> = ["src/lib.rs", "src/main.rs", "build.rs"]
         .iter()
         .map(|f| package.join(f))

@@ -73,7 +73,9 @@ pub fn edges(c: &Crate) -> Vec<Edge> {
         for r in &f.scan.refs {
             let mut current = f.path.clone();
             current.extend(r.within.iter().cloned());
-            let Some(to) = resolve(&current, &r.segments, &index) else { continue };
+            let Some(to) = resolve(&current, &r.segments, &index) else {
+                continue;
+            };
             let related = to.starts_with(&f.path) || f.path.starts_with(&to);
             if !related {
                 let at = format!("{}:{}", f.file.display(), r.line);

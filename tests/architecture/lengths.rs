@@ -22,7 +22,11 @@ pub fn functions(toks: &[Tok]) -> Vec<FnLength> {
         }
         let Some(open) = body_start(toks, i + 2) else { continue };
         if let Some(close) = body_end(toks, open) {
-            out.push(FnLength { name: toks[i + 1].text.clone(), line: t.line, lines: toks[close].line - t.line + 1 });
+            out.push(FnLength {
+                name: toks[i + 1].text.clone(),
+                line: t.line,
+                lines: toks[close].line - t.line + 1,
+            });
         }
     }
     out

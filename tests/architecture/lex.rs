@@ -42,7 +42,12 @@ struct Lexer {
 
 /// The tokens of a source text, comments dropped.
 pub fn tokens(src: &str) -> Vec<Tok> {
-    let mut l = Lexer { chars: src.chars().collect(), i: 0, line: 1, out: Vec::new() };
+    let mut l = Lexer {
+        chars: src.chars().collect(),
+        i: 0,
+        line: 1,
+        out: Vec::new(),
+    };
     while l.i < l.chars.len() {
         l.step();
     }

@@ -58,7 +58,11 @@ fn list(rel: &Path) -> Vec<PathBuf> {
 /// Package directories: the root and every directory beside it with a Cargo.toml.
 fn packages() -> Vec<PathBuf> {
     let mut v = vec![PathBuf::new()];
-    v.extend(list(Path::new("")).into_iter().filter(|d| repo().join(d).join("Cargo.toml").is_file()));
+    v.extend(
+        list(Path::new(""))
+            .into_iter()
+            .filter(|d| repo().join(d).join("Cargo.toml").is_file()),
+    );
     v
 }
 
@@ -94,10 +98,15 @@ fn no_import_cycle_between_modules_of_a_crate() {
     let found = workspace_cycles();
     let mut offending = Vec::new();
     for c in &found {
-        let allowed = ALLOWED_CYCLES
-            .iter()
-            .any(|(root, prefixes)| c.root == *root && c.modules.iter().all(|m| prefixes.iter().any(|p| m.starts_with(p))));
-        println!("{} cycle in {}: {}", if allowed { "allowed" } else { "OFFENDING" }, c.root, c.modules.join(", "));
+        let allowed = ALLOWED_CYCLES.iter().any(|(root, prefixes)| {
+            c.root == *root && c.modules.iter().all(|m| prefixes.iter().any(|p| m.starts_with(p)))
+        });
+        println!(
+            "{} cycle in {}: {}",
+            if allowed { "allowed" } else { "OFFENDING" },
+            c.root,
+            c.modules.join(", ")
+        );
         for e in &c.edges {
             println!("    {e}");
         }
@@ -115,7 +124,10 @@ fn no_function_over_150_lines() {
     let mut offending = Vec::new();
     for f in &files {
         let Some(text) = read(f) else { continue };
-        for fun in lengths::functions(&lex::tokens(&text)).into_iter().filter(|x| x.lines > MAX_FN_LINES) {
+        for fun in lengths::functions(&lex::tokens(&text))
+            .into_iter()
+            .filter(|x| x.lines > MAX_FN_LINES)
+        {
             let file = f.display().to_string();
             let allowed = ALLOWED_LONG_FNS.iter().any(|(a, n)| *a == file && *n == fun.name);
             println!(
@@ -130,7 +142,10 @@ fn no_function_over_150_lines() {
             }
         }
     }
-    assert!(offending.is_empty(), "functions over {MAX_FN_LINES} lines: {offending:#?}");
+    assert!(
+        offending.is_empty(),
+        "functions over {MAX_FN_LINES} lines: {offending:#?}"
+    );
 }
 
 /// Where a door client names a model crate: `file:line crate`.
@@ -157,7 +172,10 @@ fn cli_and_python_go_through_the_api_only() {
     for o in &offending {
         println!("OFFENDING {o}");
     }
-    assert!(offending.is_empty(), "the CLI and Python name model crates (go through tpusim-api): {offending:#?}");
+    assert!(
+        offending.is_empty(),
+        "the CLI and Python name model crates (go through tpusim-api): {offending:#?}"
+    );
 }
 
 /// A synthetic source tree for the unit cases.
@@ -168,16 +186,25 @@ fn tree(files: &[(&str, &str)]) -> BTreeMap<PathBuf, String> {
 fn synthetic_cycles(files: &[(&str, &str)]) -> Vec<Vec<String>> {
     let t = tree(files);
     let read = |p: &Path| t.get(p).cloned();
-    cycles::cycles(&load_crate(Path::new("src/lib.rs"), &read)).into_iter().map(|c| c.modules).collect()
+    cycles::cycles(&load_crate(Path::new("src/lib.rs"), &read))
+        .into_iter()
+        .map(|c| c.modules)
+        .collect()
 }
 
 #[test]
 fn cycle_detector_fires_on_siblings_importing_each_other() {
     let found = synthetic_cycles(&[
         ("src/lib.rs", "pub mod hlo;\n"),
-        ("src/hlo/mod.rs", "pub mod cost;\npub mod fusion;\npub use cost::total;\n"),
+        (
+            "src/hlo/mod.rs",
+            "pub mod cost;\npub mod fusion;\npub use cost::total;\n",
+        ),
         ("src/hlo/cost.rs", "use super::fusion::Kernel;\npub fn total() {}\n"),
-        ("src/hlo/fusion.rs", "pub struct Kernel;\nfn f() { crate::hlo::cost::total() }\n"),
+        (
+            "src/hlo/fusion.rs",
+            "pub struct Kernel;\nfn f() { crate::hlo::cost::total() }\n",
+        ),
     ]);
     assert_eq!(found, vec![vec!["hlo::cost".to_string(), "hlo::fusion".to_string()]]);
 }
@@ -185,21 +212,42 @@ fn cycle_detector_fires_on_siblings_importing_each_other() {
 #[test]
 fn cycle_detector_reads_groups_inline_modules_and_path_attributes() {
     let found = synthetic_cycles(&[
-        ("src/lib.rs", "mod a;\nmod outer { pub mod b; }\n#[path = \"elsewhere/c.rs\"]\nmod c;\n"),
-        ("src/a.rs", "use crate::{outer::{b::B, self}, c::C as D};\n// use crate::nothing;\n"),
-        ("src/outer/b.rs", "pub struct B;\nfn f() -> super::super::c::C { todo!() }\n"),
-        ("src/elsewhere/c.rs", "pub struct C;\nconst S: &str = \"crate::a::X\";\nuse crate::a::*;\n"),
+        (
+            "src/lib.rs",
+            "mod a;\nmod outer { pub mod b; }\n#[path = \"elsewhere/c.rs\"]\nmod c;\n",
+        ),
+        (
+            "src/a.rs",
+            "use crate::{outer::{b::B, self}, c::C as D};\n// use crate::nothing;\n",
+        ),
+        (
+            "src/outer/b.rs",
+            "pub struct B;\nfn f() -> super::super::c::C { todo!() }\n",
+        ),
+        (
+            "src/elsewhere/c.rs",
+            "pub struct C;\nconst S: &str = \"crate::a::X\";\nuse crate::a::*;\n",
+        ),
     ]);
     // a -> outer::b -> c -> a; the commented and quoted paths name nothing.
-    assert_eq!(found, vec![vec!["a".to_string(), "c".to_string(), "outer::b".to_string()]]);
+    assert_eq!(
+        found,
+        vec![vec!["a".to_string(), "c".to_string(), "outer::b".to_string()]]
+    );
 }
 
 #[test]
 fn cycle_detector_ignores_parent_and_child() {
     let found = synthetic_cycles(&[
         ("src/lib.rs", "pub mod hlo;\npub struct Chip;\n"),
-        ("src/hlo/mod.rs", "pub mod cost;\npub use self::cost::total;\npub struct Module;\n"),
-        ("src/hlo/cost.rs", "use super::Module;\nuse crate::Chip;\npub fn total() {}\n#[cfg(test)]\nmod tests { use super::*; }\n"),
+        (
+            "src/hlo/mod.rs",
+            "pub mod cost;\npub use self::cost::total;\npub struct Module;\n",
+        ),
+        (
+            "src/hlo/cost.rs",
+            "use super::Module;\nuse crate::Chip;\npub fn total() {}\n#[cfg(test)]\nmod tests { use super::*; }\n",
+        ),
     ]);
     assert!(found.is_empty(), "{found:?}");
 }
@@ -227,5 +275,8 @@ fn length_detector_fires_past_150_lines_only() {
 #[test]
 fn door_detector_fires_on_a_model_crate_in_code_only() {
     let src = "use tpusim_api::run;\n// workloads::simulate\nfn f() { let _ = \"sim_core\"; workloads::simulate(); }\nuse sim_tpu::chips::Chip;\n";
-    assert_eq!(model_crate_names("src/x.rs", src), vec!["src/x.rs:3 workloads", "src/x.rs:4 sim_tpu"]);
+    assert_eq!(
+        model_crate_names("src/x.rs", src),
+        vec!["src/x.rs:3 workloads", "src/x.rs:4 sim_tpu"]
+    );
 }

@@ -60,7 +60,11 @@ pub fn scan(toks: &[Tok]) -> FileScan {
         } else if t.is("mod") && i + 2 < toks.len() && toks[i + 1].kind == Kind::Ident {
             let name = toks[i + 1].text.clone();
             if toks[i + 2].punct(";") {
-                out.outline.push(Outline { within, name, path_attr: path_attr.take() });
+                out.outline.push(Outline {
+                    within,
+                    name,
+                    path_attr: path_attr.take(),
+                });
             } else if toks[i + 2].punct("{") {
                 let mut p = within;
                 p.push(name.clone());
@@ -72,16 +76,27 @@ pub fn scan(toks: &[Tok]) -> FileScan {
                 continue;
             }
         } else if t.is("use") {
-            let end = toks[i..].iter().position(|t| t.punct(";")).map_or(toks.len(), |k| i + k);
+            let end = toks[i..]
+                .iter()
+                .position(|t| t.punct(";"))
+                .map_or(toks.len(), |k| i + k);
             for segments in use_paths(&toks[i + 1..end]) {
-                out.refs.push(Ref { within: within.clone(), segments, line: t.line });
+                out.refs.push(Ref {
+                    within: within.clone(),
+                    segments,
+                    line: t.line,
+                });
             }
             path_attr = None;
             i = end + 1;
             continue;
         } else if is_anchor(t) && toks.get(i + 1).is_some_and(|n| n.punct("::")) {
             let (segments, next) = code_path(toks, i);
-            out.refs.push(Ref { within, segments, line: t.line });
+            out.refs.push(Ref {
+                within,
+                segments,
+                line: t.line,
+            });
             i = next;
             continue;
         }
@@ -118,7 +133,11 @@ fn code_path(toks: &[Tok], start: usize) -> (Vec<String>, usize) {
 /// `crate`, `self` or `super`.
 pub fn use_paths(toks: &[Tok]) -> Vec<Vec<String>> {
     let mut out = Vec::new();
-    let toks = if toks.first().is_some_and(|t| t.punct("::")) { &toks[1..] } else { toks };
+    let toks = if toks.first().is_some_and(|t| t.punct("::")) {
+        &toks[1..]
+    } else {
+        toks
+    };
     tree(toks, &mut Vec::new(), &mut out);
     out.retain(|p| p.first().is_some_and(|s| s == "crate" || s == "self" || s == "super"));
     out

@@ -801,10 +801,7 @@ impl Workload {
     pub fn max_ids_per_chip_step(&self) -> u64 {
         self.features
             .iter()
-            .map(|f| {
-                self.batch_per_chip()
-                    .saturating_mul(max_valency(&f.valency))
-            })
+            .map(|f| self.batch_per_chip().saturating_mul(max_valency(&f.valency)))
             .fold(0u64, u64::saturating_add)
     }
 

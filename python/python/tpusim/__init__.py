@@ -28,6 +28,10 @@ __all__ = [
     "op",
     "hlo",
     "run",
+    "sensitivity",
+    "chips",
+    "select",
+    "explain",
     "sweep",
     "sweep_frame",
     "sweep_plan",
@@ -126,6 +130,50 @@ def run(workload: PathLike | None = None, preset: str | None = None,
     512}``. ``chip``, ``chips``, ``batch``, ``steps``, ``pipelining`` as the CLI's options.
     """
     return _native.run(workload, preset, overrides, functional, chip, chips, batch, steps, pipelining)
+
+
+def sensitivity(workload: PathLike | None = None, preset: str | None = None,
+                overrides: Mapping[str, Any] | Sequence[str] | None = None, *,
+                chip: str | None = None, chips: int | None = None, batch: int | None = None,
+                steps: int | None = None, pipelining: str | None = None) -> dict:
+    """The step time with each assumed constant halved and doubled: ``tpusim run --sensitivity --json``
+    (``step_time_us``, ``assumptions`` with each one's halved and doubled step time and swing,
+    ``range_us`` with all halved or all doubled together, and the ``dominant`` ones). Arguments as
+    :func:`run`."""
+    return _native.sensitivity(workload, preset, overrides, chip, chips, batch, steps, pipelining)
+
+
+def chips(chip: str | None = None, chip_file: PathLike | None = None) -> dict:
+    """The chip presets, or one chip (``chip``, a preset) with the overrides of a chip file:
+    ``{chip: {field: {"value", "unit", "source"}}}`` with the fields of ``tpusim chips --json``
+    (chip values, then step parameters); ``unit`` is ``"bytes"``, ``"bytes/s"``, ``"FLOP/s"`` or
+    None where the field's name does not say."""
+    return _native.chips(chip, chip_file)
+
+
+def select(graph: Mapping[str, Any] | PathLike, chip: str = "v5p") -> dict:
+    """Kernels, precisions and formats for a small op graph, with the conversions inserted:
+    ``tpusim select --json``. ``graph`` is ``{"input": [N, C, H, W], "ops": [{"op": "conv2d",
+    "dtype": "float32", "format": "NCHW", "kernel": [3, 3, 64, 64]}, ...]}`` or the path of GRAPH.json."""
+    return _native.select(graph, chip)
+
+
+def explain(view: str, *, preset: str = "balanced", steps: int = 6,
+            spec: Mapping[str, Any] | PathLike | None = None,
+            ids: Mapping[str, Any] | PathLike | None = None) -> dict:
+    """The numbers behind a teaching view: ``tpusim explain VIEW --json``.
+
+    ``view="pipelining"``: ``preset`` run sequential and pipelined for ``steps`` steps (step times,
+    speedup, gradient staleness; no picture). ``view="limits"``: one batch ``ids`` counted per
+    partition against the limits of ``spec`` (as :func:`preprocess` takes them).
+    """
+    if view == "pipelining":
+        return _native.explain_pipelining(preset, steps)
+    if view == "limits":
+        if spec is None or ids is None:
+            raise Error("explain('limits') needs spec and ids")
+        return _native.explain_limits(spec, ids)
+    raise Error(f"explain: '{view}', expected 'pipelining' or 'limits'")
 
 
 def sweep_plan(workload: PathLike | None = None, preset: str | None = None, chip: Sequence[str] | str = (),

@@ -35,7 +35,6 @@ pub use fusion::KernelKind;
 pub use ir::{Attr, Computation, HloModule, Instruction, Operands};
 pub use report::{report, HloReport};
 
-
 /// Errors reading or costing a module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
 pub enum HloError {
@@ -82,4 +81,3 @@ impl HloModule {
         parse::parse_module(text)
     }
 }
-
