@@ -3,7 +3,7 @@
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 
-use crate::lex::{tokens, Tok};
+use crate::lex::tokens;
 use crate::scan::{scan, FileScan};
 
 /// A module held in a file of its own.
@@ -12,8 +12,6 @@ pub struct ModuleFile {
     pub path: Vec<String>,
     /// The file, relative to the repository.
     pub file: PathBuf,
-    /// The file's tokens.
-    pub toks: Vec<Tok>,
     /// What the file says about modules.
     pub scan: FileScan,
 }
@@ -61,7 +59,7 @@ pub fn load_crate(root: &Path, read: Reader<'_>) -> Crate {
                 queue.push((p, d.join(&o.name).join("mod.rs"), true));
             }
         }
-        files.push(ModuleFile { path, file, toks, scan });
+        files.push(ModuleFile { path, file, scan });
     }
     files.sort_by(|a, b| a.path.cmp(&b.path));
     Crate {

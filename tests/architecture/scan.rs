@@ -159,7 +159,7 @@ fn tree(toks: &[Tok], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
             break;
         }
         // `self` inside a group names the group's prefix itself.
-        if t.kind == Kind::Ident && !(t.is("self") && !prefix.is_empty()) {
+        if t.kind == Kind::Ident && (prefix.is_empty() || !t.is("self")) {
             prefix.push(t.text.clone());
         }
     }
