@@ -21,3 +21,4 @@ pub mod systolic;
 pub mod tensorcore;
 pub mod tiling;
 pub mod topology;
+pub mod topology_links;

@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sim_core::engine::{Engine, EngineError, QueuePolicy, ResourceId, Task, TaskId};
 use sim_core::time::{Clock, SimTime};
+use sim_tpu::topology_links::{all_reduce_loads, all_to_all_loads, link_groups, LinkGroup, LinkLoads};
 
 use super::dense::{DenseProgram, Kernel, KernelRole};
 use super::resolve::Plan;
@@ -97,8 +98,8 @@ pub struct Units {
     pub scs: Vec<ResourceId>,
     /// HBM bandwidth.
     pub hbm: ResourceId,
-    /// ICI bandwidth of the chip's links.
-    pub ici: ResourceId,
+    /// The chip's ICI links, one resource per slice dimension and direction (none on one chip).
+    pub ici: Vec<(LinkGroup, ResourceId)>,
 }
 
 /// The tasks of one step the later stages read.
@@ -137,8 +138,10 @@ pub struct StepGraph {
     pub preds: HashMap<TaskId, Vec<TaskId>>,
     /// Each timed task's role.
     pub info: HashMap<TaskId, TaskInfo>,
-    /// ICI bandwidth of the chip (all links), bytes/s.
+    /// ICI bandwidth of the chip's link groups together, bytes/s.
     pub ici_bytes_per_s: u64,
+    /// ICI bandwidth of one link group (one link each way per dimension), bytes/s.
+    pub ici_link_bytes_per_s: u64,
     /// Kernel launch cost, TensorCore cycles.
     pub launch_cycles: u64,
     /// TensorCore clock, Hz.
@@ -292,13 +295,14 @@ impl StepGraph {
         Ok(j)
     }
 
-    /// A collective: its fixed latency, then its bytes on the chip's links (`bandwidth_ps` alone).
+    /// A collective: its fixed latency, then its bytes on each link group it loads (each group's
+    /// transfer alone takes that group's time), done when every group is.
     fn collective(
         &mut self,
         after: TaskId,
         name: String,
         stage: Stage,
-        t: sim_tpu::topology::CollectiveTime,
+        t: LinkLoads,
         step: usize,
     ) -> Result<TaskId, WorkloadError> {
         let latency_ps =
@@ -317,19 +321,22 @@ impl StepGraph {
             Some(Stage::CollectiveLatency),
             0,
         );
-        // The collective alone would take bandwidth_ps on the links: its bytes at the chip's ICI rate.
-        let bytes = (t.bandwidth_ps as u128 * self.ici_bytes_per_s as u128 / 1_000_000_000_000) as u64;
-        let x = self.task(
-            Task::transfer(self.units.ici, bytes)
-                .name(format!("{name} step {step}"))
-                .category("ici")
-                .arg("step", step as i64),
-            Some(stage),
-            0,
-        );
         self.dep(after, lat)?;
-        self.dep(lat, x)?;
-        Ok(x)
+        let mut parts = Vec::with_capacity(t.per_group_ps.len());
+        for task in link_transfers(&self.units.ici, self.ici_link_bytes_per_s, &t) {
+            let x = self.task(
+                task.name(format!("{name} step {step}")).category("ici").arg("step", step as i64),
+                Some(stage),
+                0,
+            );
+            self.dep(lat, x)?;
+            parts.push(x);
+        }
+        match parts.as_slice() {
+            [] => Ok(lat),
+            [one] => Ok(*one),
+            _ => self.join(&parts),
+        }
     }
 
     /// One SparseCore pass: its compute on the SparseCore and its HBM traffic at the tiles' DMA rate.
@@ -472,8 +479,9 @@ fn emit(
     let hbm = e
         .add_bandwidth(&chip, "HBM", p.model.hbm.chip_bytes_per_s)
         .map_err(err)?;
-    let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
-    let ici = e.add_bandwidth(&chip, "ICI", ici_bytes_per_s).map_err(err)?;
+    let ici_link_bytes_per_s = spec.ici_bytes_per_s_per_link.max(1);
+    let ici = ici_links(&mut e, &chip, &p.slice, ici_link_bytes_per_s)?;
+    let ici_bytes_per_s = (ici.len() as u64 * ici_link_bytes_per_s).max(1);
     let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
     // Rebuilding: the resources just made replace the old graph's, whose tasks are then replaced.
     let (e, preds, info, sc_tile_cycles, cursor) = match old {
@@ -504,6 +512,7 @@ fn emit(
         preds,
         info,
         ici_bytes_per_s,
+        ici_link_bytes_per_s,
         launch_cycles,
         tc_clock_hz: tc_hz,
         collective_launch_ns: params.ici_collective_launch_ns,
@@ -640,9 +649,7 @@ fn emit(
                 return Ok(prev);
             }
             for st in &p.stacks {
-                let t = p
-                    .slice
-                    .all_to_all(a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
+                let t = all_to_all_loads(&p.slice, a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
                 prev = g.collective(
                     prev,
                     format!("all-to-all {what} {}", st.def.name),
@@ -679,7 +686,7 @@ fn emit(
             prev = g.kernel(prev, k, i, tc_hbm_cap)?;
         }
         if do_collectives {
-            let t = p.slice.all_reduce(dense.gradient_bytes, link);
+            let t = all_reduce_loads(&p.slice, dense.gradient_bytes, link);
             prev = g.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
         }
         for k in &dense.update {
@@ -705,4 +712,82 @@ fn emit(
         }
     }
     Ok(Some(g))
+}
+
+/// One bandwidth resource per link group of the slice (`ICI x+`, ...), each at one link's rate.
+fn ici_links(
+    e: &mut Engine,
+    chip: &str,
+    slice: &sim_tpu::topology::SliceShape,
+    link_bytes_per_s: u64,
+) -> Result<Vec<(LinkGroup, ResourceId)>, WorkloadError> {
+    link_groups(slice)
+        .into_iter()
+        .map(|g| {
+            e.add_bandwidth(chip, &format!("ICI {}", g.name()), link_bytes_per_s)
+                .map(|r| (g, r))
+                .map_err(err)
+        })
+        .collect()
+}
+
+/// A collective's transfers: on each link group it loads, the bytes that take that group's time
+/// alone at `link_bytes_per_s`. Groups the chip does not have are skipped.
+pub fn link_transfers(links: &[(LinkGroup, ResourceId)], link_bytes_per_s: u64, loads: &LinkLoads) -> Vec<Task> {
+    loads
+        .per_group_ps
+        .iter()
+        .filter_map(|&(group, ps)| {
+            let &(_, res) = links.iter().find(|(g, _)| *g == group)?;
+            let bytes = (ps as u128 * link_bytes_per_s as u128 / 1_000_000_000_000) as u64;
+            Some(Task::transfer(res, bytes))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use sim_tpu::topology::SliceShape;
+
+    /// Two collectives started together on a 4x4x8 slice's links at 1 GB/s; when the last ends, ps.
+    fn both_done(a: &LinkLoads, b: &LinkLoads) -> u64 {
+        let v4 = sim_tpu::chips::Chip::preset("v4").unwrap().spec;
+        let slice = SliceShape::for_chip(&v4, 128, None).unwrap();
+        let mut e = Engine::new();
+        let links = ici_links(&mut e, "chip 0", &slice, 1_000_000_000).unwrap();
+        for loads in [a, b] {
+            for t in link_transfers(&links, 1_000_000_000, loads) {
+                e.add_task(t);
+            }
+        }
+        e.run().unwrap().makespan.0
+    }
+
+    fn on(groups: &[(usize, bool)], ps: u64) -> LinkLoads {
+        LinkLoads {
+            per_group_ps: groups
+                .iter()
+                .map(|&(axis, positive)| (LinkGroup { axis, positive }, ps))
+                .collect(),
+            latency_hops: 0,
+        }
+    }
+
+    #[test]
+    fn collectives_share_only_the_links_they_both_load() {
+        // 1 ms each alone (1 MB on a 1 GB/s link). On different dimensions, or opposite directions
+        // of one, they run side by side: 1 ms. On the same dimension and direction they split the
+        // links' rate: both end at 2 ms.
+        let x = on(&[(0, true), (0, false)], 1_000_000_000);
+        let y = on(&[(1, true), (1, false)], 1_000_000_000);
+        assert_eq!(both_done(&x, &y), 1_000_000_000);
+        let x_plus = on(&[(0, true)], 1_000_000_000);
+        let x_minus = on(&[(0, false)], 1_000_000_000);
+        assert_eq!(both_done(&x_plus, &x_minus), 1_000_000_000);
+        assert_eq!(both_done(&x, &x), 2_000_000_000);
+        // Sharing one direction of one dimension only: that group carries 2 ms of bytes, the rest 1.
+        let xy = on(&[(0, true), (1, true)], 1_000_000_000);
+        assert_eq!(both_done(&xy, &x_plus), 2_000_000_000);
+    }
 }
