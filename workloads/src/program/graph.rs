@@ -142,8 +142,6 @@ pub struct StepGraph {
     pub ici_bytes_per_s: u64,
     /// ICI bandwidth of one link group (one link each way per dimension), bytes/s.
     pub ici_link_bytes_per_s: u64,
-    /// Kernel launch cost, TensorCore cycles.
-    pub launch_cycles: u64,
     /// TensorCore clock, Hz.
     pub tc_clock_hz: u64,
     /// Fixed cost to start a collective, ns.
@@ -381,7 +379,7 @@ impl StepGraph {
             KernelRole::Program => Stage::TcProgram,
         };
         let clock = self.tc_clock_hz;
-        let launch_ps = (self.launch_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
+        let launch_ps = (k.fixed_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
         let cat = match k.role {
             KernelRole::Forward => "tc_fwd",
             KernelRole::Backward => "tc_bwd",
@@ -389,12 +387,12 @@ impl StepGraph {
             KernelRole::Program => "tc_program",
         };
         let c = self.task(
-            Task::occupy(self.units.tc, (k.cycles + self.launch_cycles).max(1))
+            Task::occupy(self.units.tc, (k.cycles + k.fixed_cycles).max(1))
                 .name(format!("{} step {step}", k.name))
                 .category(cat)
                 .arg("step", step as i64)
                 .arg("hbm_bytes", k.hbm_bytes as i64)
-                .arg("launch_cycles", self.launch_cycles as i64),
+                .arg("launch_cycles", k.fixed_cycles as i64),
             Some(stage),
             launch_ps,
         );
@@ -482,7 +480,6 @@ fn emit(
     let ici_link_bytes_per_s = spec.ici_bytes_per_s_per_link.max(1);
     let ici = ici_links(&mut e, &chip, &p.slice, ici_link_bytes_per_s)?;
     let ici_bytes_per_s = (ici.len() as u64 * ici_link_bytes_per_s).max(1);
-    let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
     // Rebuilding: the resources just made replace the old graph's, whose tasks are then replaced.
     let (e, preds, info, sc_tile_cycles, cursor) = match old {
         Some(mut o) => {
@@ -513,7 +510,6 @@ fn emit(
         info,
         ici_bytes_per_s,
         ici_link_bytes_per_s,
-        launch_cycles,
         tc_clock_hz: tc_hz,
         collective_launch_ns: params.ici_collective_launch_ns,
         hop_latency_ns: params.ici_hop_latency_ns,
