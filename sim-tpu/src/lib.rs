@@ -17,6 +17,7 @@ pub mod hlo;
 pub mod ledger;
 pub mod params;
 pub mod select;
+pub mod source;
 pub mod systolic;
 pub mod tensorcore;
 pub mod tiling;

@@ -68,10 +68,10 @@ mod tests {
         let names = StepParams::field_names();
         assert_eq!(names.len(), 8);
         for (k, v) in &m {
-            let src = v["source"].as_str().unwrap();
             assert!(
-                src.starts_with("assumed") || src.contains(':'),
-                "{k} needs a source or the word assumed: {src}"
+                crate::source::Source::from_json(&v["source"]).is_some_and(|s| !matches!(s, crate::source::Source::Given(_))),
+                "{k} needs a typed source: {}",
+                v["source"]
             );
         }
     }

@@ -15,6 +15,10 @@ pub struct Args {
     /// Print JSON (every field with its value and source).
     #[arg(long)]
     pub json: bool,
+    /// Print every field with its value and its typed source (datasheet, compiler, calibrated on
+    /// which chip, assumed, given).
+    #[arg(long)]
+    pub show: bool,
 }
 
 /// A chip value in units a person reads, by its field's unit (`--json` keeps the raw value).
@@ -54,6 +58,16 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         println!("{}", serde_json::to_string_pretty(&v)?);
         return Ok(0);
     }
+    if args.show {
+        for c in &chips {
+            println!("{}", c.spec.name);
+            for (field, v) in c.to_json().as_object().into_iter().flatten() {
+                let text = human(field, &v["value"]).unwrap_or_else(|| v["value"].to_string());
+                println!("  {field:<34} {text:>18}  {}", v["source"].as_str().unwrap_or(""));
+            }
+        }
+        return Ok(0);
+    }
     // Chip values, then the step parameters (launch costs, latencies, calibrated rates).
     let json: Vec<serde_json::Value> = chips
         .iter()
@@ -88,15 +102,15 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
                 serde_json::Value::String(s) => s.clone(),
                 other => human(f, other).unwrap_or_else(|| other.to_string()),
             };
-            let mark = if chips[j].sources.get(f).is_some_and(|s| s.starts_with("assumed")) {
-                "*"
-            } else {
-                " "
+            let mark = match chips[j].sources.get(f) {
+                Some(s) if s.is_assumed() => "*",
+                Some(s) if s.is_uncertain_on(&chips[j].spec.name) => "~",
+                _ => " ",
             };
             print!("{:>17}{mark}", text);
         }
         println!();
     }
-    println!("\n* assumed (not public): see `tpusim chips --json` for every value's source; override with --chip-file or `--set chip.FIELD=VALUE` (run, sweep)");
+    println!("\n* assumed (not public), ~ calibrated on another chip: see `tpusim chips --show` for every value's source; override with --chip-file or `--set chip.FIELD=VALUE` (run, sweep)");
     Ok(0)
 }

@@ -213,7 +213,12 @@ fn sensitivity_varies_assumed_values_only() {
     let sc = s.assumptions.iter().find(|a| a.name == "sc_clock_mhz").unwrap();
     assert!(sc.halved_step_time_us > s.step_time_us);
     // Only assumed values are varied: the datasheet's HBM bandwidth is not.
-    assert!(s.assumptions.iter().all(|a| a.source.starts_with("assumed")));
+    assert!(s
+        .assumptions
+        .iter()
+        .all(|a| a.source.starts_with("assumed") || a.source.starts_with("calibrated on tpu7x")));
+    // The tile DMA rate calibrated on tpu7x is uncertain on v4.
+    assert!(s.assumptions.iter().any(|a| a.name == "sc_tile_dma_bytes_per_cycle_milli"));
     assert!(!s.assumptions.iter().any(|a| a.name == "hbm_bytes_per_s"));
     assert!(s.range_us[0] <= s.range_us[1]);
 }
