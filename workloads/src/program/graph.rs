@@ -266,6 +266,175 @@ impl StepGraph {
         id
     }
 
+    /// Step `i`'s host preprocessing, its transfer and the SparseCore passes, wired with the
+    /// pipelining gates; returns the SparseCore forward and backward gates.
+    fn host_and_sparsecore(
+        &mut self,
+        p: &Plan,
+        sw: &super::work::StepWork,
+        i: usize,
+        sc_dma_cap: u64,
+    ) -> Result<ScGates, WorkloadError> {
+        let w = &p.w;
+        let step = i as i64;
+        let host_ns = host_stage_ns(p, sw);
+        let h = self.task(
+            Task::occupy(self.units.host, host_ns.max(1))
+                .name(format!("preprocess step {i}"))
+                .category("host")
+                .arg("step", step)
+                .arg("ids", sw.ids as i64),
+            Some(Stage::Host),
+            0,
+        );
+        if let Some(k) = host_gate(w.host.prefetch, i) {
+            let gate = self.steps[k].sc_fwd_start;
+            self.dep(gate, h)?;
+        }
+        let pc = self.task(
+            Task::transfer(self.units.pcie, sw.ids * HOST_BYTES_PER_ID)
+                .name(format!("host->device step {i}"))
+                .category("pcie")
+                .arg("step", step),
+            Some(Stage::Pcie),
+            0,
+        );
+        self.dep(h, pc)?;
+        let f_start = self.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
+        self.dep(pc, f_start)?;
+        if let Some(k) = sc_forward_gate(w.pipelining, i) {
+            let d = self.steps[k].sc_bwd_done;
+            self.dep(d, f_start)?;
+        }
+        let f_done = self.task(Task::wait().name(format!("SC fwd done {i}")), None, 0);
+        let b_start = self.task(Task::wait().name(format!("SC bwd start {i}")), None, 0);
+        let b_done = self.task(Task::wait().name(format!("SC bwd done {i}")), None, 0);
+        for s in 0..self.units.scs.len() {
+            let unit = self.units.scs[s];
+            let ScStepCost {
+                fwd: (fc, fb, fp),
+                bwd: (bc, bb, bp),
+                fwd_tiles: ft,
+                bwd_tiles: bt,
+            } = sc_step_cost(p, sw, s);
+            self.sc_tile_cycles.insert((s, i, true), ft);
+            self.sc_tile_cycles.insert((s, i, false), bt);
+            let (fx, fm) = self.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("fwd", "gather"),
+                Stage::ScForward,
+                (fc, fb, fp),
+            );
+            let (bx, bm) = self.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("bwd", "update"),
+                Stage::ScBackward,
+                (bc, bb, bp),
+            );
+            for t in [fx, fm] {
+                self.dep(f_start, t)?;
+                self.dep(t, f_done)?;
+            }
+            for t in [bx, bm] {
+                self.dep(b_start, t)?;
+                self.dep(t, b_done)?;
+            }
+        }
+        Ok(ScGates {
+            f_start,
+            f_done,
+            b_start,
+            b_done,
+        })
+    }
+
+    /// Step `i`'s all-to-alls, TensorCore kernels, all-reduce and update after the SparseCore gates.
+    fn dense_and_collectives(
+        &mut self,
+        p: &Plan,
+        dense: &DenseProgram,
+        i: usize,
+        tc_hbm_cap: u64,
+        gates: ScGates,
+    ) -> Result<(), WorkloadError> {
+        let ScGates {
+            f_start,
+            f_done,
+            b_start,
+            b_done,
+        } = gates;
+        let b = p.w.batch_per_chip();
+        let link = p.spec().ici_bytes_per_s_per_link;
+        // Activations cross ICI in the tables' element size; a chip keeps 1/chips of them.
+        let a2a_bytes_per_chip = |width: u64, elem: u64| b * width * elem;
+        let do_collectives = p.w.chips > 1;
+        // One all-to-all per stack, one after another, each paying its fixed latency.
+        let a2a = |g: &mut StepGraph, after: TaskId, what: &str| -> Result<TaskId, WorkloadError> {
+            let mut prev = after;
+            if !do_collectives {
+                return Ok(prev);
+            }
+            for st in &p.stacks {
+                let t = all_to_all_loads(&p.slice, a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
+                prev = g.collective(
+                    prev,
+                    format!("all-to-all {what} {}", st.def.name),
+                    Stage::AllToAll,
+                    t,
+                    i,
+                )?;
+            }
+            Ok(prev)
+        };
+        let a2a_f = a2a(self, f_done, "activations")?;
+        // TensorCore: forward after the activations and the previous step's update.
+        let mut prev = match self.steps.last() {
+            Some(last) => {
+                let u = last.update_done;
+                self.join(&[a2a_f, u])?
+            }
+            None => a2a_f,
+        };
+        for k in &dense.forward {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let mut grads_ready = prev;
+        for (n, k) in dense.backward.iter().enumerate() {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            if n + 1 == dense.embedding_grads_ready {
+                grads_ready = prev;
+            }
+        }
+        if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
+            grads_ready = prev;
+        }
+        for k in &dense.before_all_reduce {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        if do_collectives {
+            let t = all_reduce_loads(&p.slice, dense.gradient_bytes, link);
+            prev = self.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
+        }
+        for k in &dense.update {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let update_done = prev;
+        let a2a_b = a2a(self, grads_ready, "gradients")?;
+        self.dep(a2a_b, b_start)?;
+        self.dep(f_done, b_start)?;
+        self.steps.push(StepTasks {
+            sc_fwd_start: f_start,
+            sc_fwd_done: f_done,
+            sc_bwd_done: b_done,
+            update_done,
+        });
+        Ok(())
+    }
+
     fn mark_differs(&mut self) {
         if let Some(c) = &mut self.cursor {
             c.same = false;
@@ -521,183 +690,15 @@ fn emit(
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
         .max(1);
     let tc_hbm_cap = (p.model.hbm.device_bytes_per_s * p.tc_share).max(1);
-    let b = w.batch_per_chip();
-    let chips = w.chips as u64;
-    let link = spec.ici_bytes_per_s_per_link;
-    // Activations cross ICI in the tables' element size; a chip keeps 1/chips of them.
-    let a2a_bytes_per_chip = |width: u64, elem: u64| b * width * elem;
-    let do_collectives = chips > 1;
-    let groups = p.serial_groups;
 
     let asked = work.steps.len();
-    let warm = super::measure::warmup_steps(w.host.prefetch);
-    for i in 0..warm + asked + super::measure::drain_steps(w.host.prefetch) {
+    let warm = super::window::warmup_steps(w.host.prefetch);
+    for i in 0..warm + asked + super::window::drain_steps(w.host.prefetch) {
         let Some(sw) = work.steps.get(work_index(i, warm, asked, work.period)) else {
             break;
         };
-        let step = i as i64;
-        let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
-        if w.xla_sparse_core_enable_id_bound_check {
-            host_ns += sw.ids * params.host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64;
-        }
-        let h = g.task(
-            Task::occupy(host, host_ns.max(1))
-                .name(format!("preprocess step {i}"))
-                .category("host")
-                .arg("step", step)
-                .arg("ids", sw.ids as i64),
-            Some(Stage::Host),
-            0,
-        );
-        if let Some(k) = host_gate(w.host.prefetch, i) {
-            let gate = g.steps[k].sc_fwd_start;
-            g.dep(gate, h)?;
-        }
-        let pc = g.task(
-            Task::transfer(pcie, sw.ids * HOST_BYTES_PER_ID)
-                .name(format!("host->device step {i}"))
-                .category("pcie")
-                .arg("step", step),
-            Some(Stage::Pcie),
-            0,
-        );
-        g.dep(h, pc)?;
-        let f_start = g.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
-        g.dep(pc, f_start)?;
-        if let Some(k) = sc_forward_gate(w.pipelining, i) {
-            let d = g.steps[k].sc_bwd_done;
-            g.dep(d, f_start)?;
-        }
-        let f_done = g.task(Task::wait().name(format!("SC fwd done {i}")), None, 0);
-        let b_start = g.task(Task::wait().name(format!("SC bwd start {i}")), None, 0);
-        let b_done = g.task(Task::wait().name(format!("SC bwd done {i}")), None, 0);
-        for s in 0..g.units.scs.len() {
-            let unit = g.units.scs[s];
-            let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-            // Each tile's compute cycles (forward, backward): its share of the ids and rows.
-            let tiles = sc.tiles.max(1) as usize;
-            let (mut ft, mut bt) = (vec![0u64; tiles], vec![0u64; tiles]);
-            for (k, st) in p.stacks.iter().enumerate() {
-                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
-                let f = sc.forward(wk, st.dim, st.elem_bytes);
-                let bk = sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
-                let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
-                // Vector passes over the gathered rows: NaN checks (forward and backward) and
-                // quantise + dequantise (forward).
-                let lanes = if st.elem_bytes == 2 {
-                    sc.lanes_bf16
-                } else {
-                    sc.lanes_f32
-                }
-                .max(1) as u64;
-                let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
-                let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
-                let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
-                let fixed = params.sc_pass_launch_cycles * passes + nan;
-                for (t, (a, b)) in ft.iter_mut().zip(bt.iter_mut()).enumerate() {
-                    *a += sc.forward_tile_cycles(wk, st.dim, st.elem_bytes, t as u32) + fixed + quant;
-                    *b += sc.backward_tile_cycles(wk, st.dim, st.elem_bytes, st.optimizer, t as u32) + fixed;
-                }
-                fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
-                fb += f.hbm_bytes;
-                fp += f.hbm_padding_bytes;
-                bc += bk.compute_cycles + params.sc_pass_launch_cycles * passes + nan;
-                bb += bk.hbm_bytes;
-                bp += bk.hbm_padding_bytes;
-            }
-            if p.has_sparsecore_tables() {
-                let barrier = params.sc_serial_barrier_cycles * (groups - 1);
-                fc += barrier;
-                bc += barrier;
-                ft.iter_mut().chain(bt.iter_mut()).for_each(|c| *c += barrier);
-            }
-            g.sc_tile_cycles.insert((s, i, true), ft);
-            g.sc_tile_cycles.insert((s, i, false), bt);
-            let (fx, fm) = g.sc_pass(
-                unit,
-                sc_dma_cap,
-                (s, i),
-                ("fwd", "gather"),
-                Stage::ScForward,
-                (fc, fb, fp),
-            );
-            let (bx, bm) = g.sc_pass(
-                unit,
-                sc_dma_cap,
-                (s, i),
-                ("bwd", "update"),
-                Stage::ScBackward,
-                (bc, bb, bp),
-            );
-            for t in [fx, fm] {
-                g.dep(f_start, t)?;
-                g.dep(t, f_done)?;
-            }
-            for t in [bx, bm] {
-                g.dep(b_start, t)?;
-                g.dep(t, b_done)?;
-            }
-        }
-        // One all-to-all per stack, one after another, each paying its fixed latency.
-        let a2a = |g: &mut StepGraph, after: TaskId, what: &str| -> Result<TaskId, WorkloadError> {
-            let mut prev = after;
-            if !do_collectives {
-                return Ok(prev);
-            }
-            for st in &p.stacks {
-                let t = all_to_all_loads(&p.slice, a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
-                prev = g.collective(
-                    prev,
-                    format!("all-to-all {what} {}", st.def.name),
-                    Stage::AllToAll,
-                    t,
-                    i,
-                )?;
-            }
-            Ok(prev)
-        };
-        let a2a_f = a2a(&mut g, f_done, "activations")?;
-        // TensorCore: forward after the activations and the previous step's update.
-        let mut prev = match g.steps.last() {
-            Some(last) => {
-                let u = last.update_done;
-                g.join(&[a2a_f, u])?
-            }
-            None => a2a_f,
-        };
-        for k in &dense.forward {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        let mut grads_ready = prev;
-        for (n, k) in dense.backward.iter().enumerate() {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-            if n + 1 == dense.embedding_grads_ready {
-                grads_ready = prev;
-            }
-        }
-        if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
-            grads_ready = prev;
-        }
-        for k in &dense.before_all_reduce {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        if do_collectives {
-            let t = all_reduce_loads(&p.slice, dense.gradient_bytes, link);
-            prev = g.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
-        }
-        for k in &dense.update {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        let update_done = prev;
-        let a2a_b = a2a(&mut g, grads_ready, "gradients")?;
-        g.dep(a2a_b, b_start)?;
-        g.dep(f_done, b_start)?;
-        g.steps.push(StepTasks {
-            sc_fwd_start: f_start,
-            sc_fwd_done: f_done,
-            sc_bwd_done: b_done,
-            update_done,
-        });
+        let gates = g.host_and_sparsecore(p, sw, i, sc_dma_cap)?;
+        g.dense_and_collectives(p, dense, i, tc_hbm_cap, gates)?;
     }
     if let Some(c) = g.cursor.take() {
         let all = c.task == g.engine.task_count() && c.dep == g.engine.dep_count();
@@ -708,6 +709,84 @@ fn emit(
         }
     }
     Ok(Some(g))
+}
+
+/// The tasks that open and close a step's SparseCore passes.
+#[derive(Clone, Copy)]
+struct ScGates {
+    f_start: TaskId,
+    f_done: TaskId,
+    b_start: TaskId,
+    b_done: TaskId,
+}
+
+/// The host's preprocessing time of one step, ns: its ids at the host threads' rate, plus the id
+/// bound check where it is enabled.
+fn host_stage_ns(p: &Plan, sw: &super::work::StepWork) -> u64 {
+    let w = &p.w;
+    let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
+    if w.xla_sparse_core_enable_id_bound_check {
+        host_ns += sw.ids * p.params().host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64;
+    }
+    host_ns
+}
+
+/// One SparseCore's forward and backward passes of one step, costed by the SparseCore model: compute
+/// cycles, HBM bytes and padding bytes of each, and each tile's cycles (trace detail). The builder
+/// only wires them.
+struct ScStepCost {
+    fwd: (u64, u64, u64),
+    bwd: (u64, u64, u64),
+    fwd_tiles: Vec<u64>,
+    bwd_tiles: Vec<u64>,
+}
+
+fn sc_step_cost(p: &Plan, sw: &super::work::StepWork, s: usize) -> ScStepCost {
+    let (w, sc, params, groups) = (&p.w, &p.sc, p.params(), p.serial_groups);
+    let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // Each tile's compute cycles (forward, backward): its share of the ids and rows.
+    let tiles = sc.tiles.max(1) as usize;
+    let (mut ft, mut bt) = (vec![0u64; tiles], vec![0u64; tiles]);
+    for (k, st) in p.stacks.iter().enumerate() {
+        let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
+        let f = sc.forward(wk, st.dim, st.elem_bytes);
+        let bk = sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
+        let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
+        // Vector passes over the gathered rows: NaN checks (forward and backward) and
+        // quantise + dequantise (forward).
+        let lanes = if st.elem_bytes == 2 {
+            sc.lanes_bf16
+        } else {
+            sc.lanes_f32
+        }
+        .max(1) as u64;
+        let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
+        let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
+        let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
+        let fixed = params.sc_pass_launch_cycles * passes + nan;
+        for (t, (a, b)) in ft.iter_mut().zip(bt.iter_mut()).enumerate() {
+            *a += sc.forward_tile_cycles(wk, st.dim, st.elem_bytes, t as u32) + fixed + quant;
+            *b += sc.backward_tile_cycles(wk, st.dim, st.elem_bytes, st.optimizer, t as u32) + fixed;
+        }
+        fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
+        fb += f.hbm_bytes;
+        fp += f.hbm_padding_bytes;
+        bc += bk.compute_cycles + params.sc_pass_launch_cycles * passes + nan;
+        bb += bk.hbm_bytes;
+        bp += bk.hbm_padding_bytes;
+    }
+    if p.has_sparsecore_tables() {
+        let barrier = params.sc_serial_barrier_cycles * (groups - 1);
+        fc += barrier;
+        bc += barrier;
+        ft.iter_mut().chain(bt.iter_mut()).for_each(|c| *c += barrier);
+    }
+    ScStepCost {
+        fwd: (fc, fb, fp),
+        bwd: (bc, bb, bp),
+        fwd_tiles: ft,
+        bwd_tiles: bt,
+    }
 }
 
 /// One bandwidth resource per link group of the slice (`ICI x+`, ...), each at one link's rate.

@@ -54,19 +54,7 @@ pub struct Segment {
     pub end: u64,
 }
 
-/// Steps simulated before the measured ones so the pipeline is full and the host's lead settled
-/// when the window opens: the host starts up to `prefetch` steps ahead, and a pipelined schedule
-/// settles into its two-step pattern after the first two steps.
-pub fn warmup_steps(prefetch: u32) -> usize {
-    prefetch.max(1) as usize + 2
-}
-
-/// Steps simulated after the last measured one so every unit is still at its steady-state work
-/// when the window closes: the host works up to `prefetch` steps ahead, and a pipelined
-/// SparseCore runs step i+2's lookups beside step i's updates.
-pub fn drain_steps(prefetch: u32) -> usize {
-    prefetch.max(1) as usize + 2
-}
+pub use super::window::{drain_steps, warmup_steps};
 
 /// Reads the run: the graph's steps are warm-up steps, the `measured` steps asked for, then drain
 /// steps; the window runs from the end of the last warm-up step to the end of the last measured one.

@@ -16,6 +16,7 @@ pub mod limits;
 pub mod measure;
 pub mod memory;
 pub mod resolve;
+pub mod window;
 pub mod work;
 
 use std::collections::{BTreeMap, HashMap};
@@ -93,7 +94,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         .cache
         .as_ref()
         .zip(shape.as_deref())
-        .and_then(|(c, k)| c.take_graph(k));
+        .and_then(|(c, k)| c.take_graph::<graph::StepGraph>(k));
     let graph = graph::rebuild(&plan, &work, &dense, old)?;
     let (run, extrapolated_steps) = run_engine(&graph, work.period, opts.simulate_every_step)?;
     let mut measured = measure::measure(&plan, &graph, run, w.steps as usize);
