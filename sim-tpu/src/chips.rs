@@ -387,7 +387,10 @@ mod tests {
         let c = Chip::load(None, Some(&o)).unwrap();
         assert_eq!(c.spec.hbm_bytes_per_s, 3_000_000_000_000);
         assert_eq!(c.sources["sc_clock_mhz"], Source::Given("my measurement".into()));
-        assert_eq!(c.sources["hbm_bytes_per_s"], Source::Given("override from --chip-file".into()));
+        assert_eq!(
+            c.sources["hbm_bytes_per_s"],
+            Source::Given("override from --chip-file".into())
+        );
         let bad = serde_json::json!({"hbm_gb": 1});
         assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f, _)) if f == "hbm_gb"));
         assert!(Chip::preset("v9").is_err());

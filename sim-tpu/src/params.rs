@@ -69,7 +69,8 @@ mod tests {
         assert_eq!(names.len(), 8);
         for (k, v) in &m {
             assert!(
-                crate::source::Source::from_json(&v["source"]).is_some_and(|s| !matches!(s, crate::source::Source::Given(_))),
+                crate::source::Source::from_json(&v["source"])
+                    .is_some_and(|s| !matches!(s, crate::source::Source::Given(_))),
                 "{k} needs a typed source: {}",
                 v["source"]
             );

@@ -95,15 +95,33 @@ mod tests {
         // pairs (71.1 us), the 8-ring's bytes/8 x 8 pairs (142.2 us); each in both directions.
         let a = all_to_all_loads(&s, 6_400_000, 45_000_000_000);
         let ps: Vec<u64> = a.per_group_ps.iter().map(|&(_, p)| p).collect();
-        assert_eq!(ps, [71_111_111, 71_111_111, 71_111_111, 71_111_111, 142_222_222, 142_222_222]);
+        assert_eq!(
+            ps,
+            [71_111_111, 71_111_111, 71_111_111, 71_111_111, 142_222_222, 142_222_222]
+        );
         assert_eq!(a.alone_ps(), 142_222_222);
         assert_eq!(a.latency_hops, 2 + 2 + 4);
         // A 1x1x2 slice (v4, 2 chips): one dimension, its two directions.
         let two = SliceShape::for_chip(&v4, 2, None).unwrap();
         let g = link_groups(&two);
-        assert_eq!(g, [LinkGroup { axis: 2, positive: true }, LinkGroup { axis: 2, positive: false }]);
+        assert_eq!(
+            g,
+            [
+                LinkGroup {
+                    axis: 2,
+                    positive: true
+                },
+                LinkGroup {
+                    axis: 2,
+                    positive: false
+                }
+            ]
+        );
         // All-reduce over a 2-chip line: V/2 each way at 1 GB/s for 1 MB: 1 ms on each direction.
         let r = all_reduce_loads(&two, 1_000_000, 1_000_000_000);
-        assert_eq!(r.per_group_ps.iter().map(|&(_, p)| p).collect::<Vec<_>>(), [1_000_000_000; 2]);
+        assert_eq!(
+            r.per_group_ps.iter().map(|&(_, p)| p).collect::<Vec<_>>(),
+            [1_000_000_000; 2]
+        );
     }
 }

@@ -83,7 +83,9 @@ fn tiny_kernels_whole_cost_within_a_fifth() {
             "reduce" => {
                 serde_json::json!({"op": "reduce_sum_minor", "params": {"shape": [r.rows, 128], "dtype": "float32"}})
             }
-            "matmul" => serde_json::json!({"op": "matmul", "params": {"M": r.rows, "K": 128, "N": 128, "dtype": "float32"}}),
+            "matmul" => {
+                serde_json::json!({"op": "matmul", "params": {"M": r.rows, "K": 128, "N": 128, "dtype": "float32"}})
+            }
             _ => continue,
         };
         let c = cost(&OpSpec::from_value(&spec).unwrap(), &model(&r.chip)).unwrap();

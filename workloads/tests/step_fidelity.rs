@@ -152,7 +152,10 @@ fn kernels_pay_the_compilers_fixed_cost_whole() {
         .unwrap();
     // 628 cycles at v4's 1.045 GHz model clock: 600,957 ps.
     let ratio = smallest as f64 / 600_957.0;
-    assert!((0.9..1.2).contains(&ratio), "smallest kernel {smallest} ps, {ratio:.2}x the compiler's");
+    assert!(
+        (0.9..1.2).contains(&ratio),
+        "smallest kernel {smallest} ps, {ratio:.2}x the compiler's"
+    );
 }
 
 #[test]
@@ -218,7 +221,10 @@ fn sensitivity_varies_assumed_values_only() {
         .iter()
         .all(|a| a.source.starts_with("assumed") || a.source.starts_with("calibrated on tpu7x")));
     // The tile DMA rate calibrated on tpu7x is uncertain on v4.
-    assert!(s.assumptions.iter().any(|a| a.name == "sc_tile_dma_bytes_per_cycle_milli"));
+    assert!(s
+        .assumptions
+        .iter()
+        .any(|a| a.name == "sc_tile_dma_bytes_per_cycle_milli"));
     assert!(!s.assumptions.iter().any(|a| a.name == "hbm_bytes_per_s"));
     assert!(s.range_us[0] <= s.range_us[1]);
 }

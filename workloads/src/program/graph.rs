@@ -492,7 +492,9 @@ impl StepGraph {
         let mut parts = Vec::with_capacity(t.per_group_ps.len());
         for task in link_transfers(&self.units.ici, self.ici_link_bytes_per_s, &t) {
             let x = self.task(
-                task.name(format!("{name} step {step}")).category("ici").arg("step", step as i64),
+                task.name(format!("{name} step {step}"))
+                    .category("ici")
+                    .arg("step", step as i64),
                 Some(stage),
                 0,
             );

@@ -246,8 +246,7 @@ fn startup_ps(plan: &Plan, mem: &memory::Memory) -> u64 {
 
 /// Every chip value and step parameter of the run: name, value, source.
 fn chip_constants(plan: &Plan) -> Vec<(String, String, String)> {
-    plan
-        .chip
+    plan.chip
         .to_json()
         .as_object()
         .map(|o| {
@@ -266,8 +265,7 @@ fn chip_constants(plan: &Plan) -> Vec<(String, String, String)> {
 
 /// Each table's buffer, padded and unpadded bytes, named with its stack and optimizer slots.
 fn padding_per_buffer(plan: &Plan, mem: &memory::Memory) -> Vec<(String, u64, u64)> {
-    mem
-        .sparsecore
+    mem.sparsecore
         .tables
         .iter()
         .map(|(name, padded, unpadded)| {
@@ -290,7 +288,6 @@ fn padding_per_buffer(plan: &Plan, mem: &memory::Memory) -> Vec<(String, u64, u6
         })
         .collect()
 }
-
 
 /// Runs the task graph; when every step's work repeats with `period` steps (NPZ ids,
 /// [`work::RunWork::period`]) and `full` is off, as a repeating graph: once the engine's state at
