@@ -9,17 +9,6 @@ fn run(w: &Workload) -> workloads::RunResult {
     simulate(w, &RunOptions::default()).unwrap()
 }
 
-fn run_with(w: &Workload, chip: serde_json::Value) -> workloads::RunResult {
-    simulate(
-        w,
-        &RunOptions {
-            chip_overrides: Some(chip),
-            ..Default::default()
-        },
-    )
-    .unwrap()
-}
-
 /// MLPerf v1.0 DLRM on TPU v4, read off the logs with an eval step at half a training step: 64 chips
 /// 2,494 ms / (3,794 + 0.5 x 1,616) = 542 us; 128 chips 1,850 ms / the same = 402 us; their ratio
 /// 1,850 / 2,494 = 0.742 whatever the eval share. No constant of the model is fitted on them.
