@@ -78,13 +78,36 @@ pub fn fields(chip: &Chip) -> Vec<ChipField> {
         .collect()
 }
 
+/// A field as `tpusim chips --show` prints it.
+#[derive(Clone, Debug)]
+pub struct ShownField {
+    /// The field's name.
+    pub name: String,
+    /// Its value as a person reads it (units by the field's name).
+    pub text: String,
+    /// Its source, as text.
+    pub source: String,
+}
+
+/// `tpusim chips --show`: every field of a chip as a person reads it, with its typed source.
+pub fn show(chip: &Chip) -> Vec<ShownField> {
+    fields(chip)
+        .into_iter()
+        .map(|f| ShownField {
+            text: human(&f.name, &f.value).unwrap_or_else(|| f.value.to_string()),
+            name: f.name,
+            source: f.source,
+        })
+        .collect()
+}
+
 /// One cell of the `tpusim chips` table.
 #[derive(Clone, Debug)]
 pub struct Cell {
     /// The value as a person reads it (units by the field's name).
     pub text: String,
-    /// Whether the value is an assumption (not public).
-    pub assumed: bool,
+    /// `*` an assumption (not public), `~` calibrated on another chip, ` ` otherwise.
+    pub mark: char,
 }
 
 /// The `tpusim chips` table: a row per field, a column per chip.
@@ -139,8 +162,12 @@ pub fn table(chips: &[Chip]) -> ChipTable {
                         Value::String(s) => s.clone(),
                         other => human(&f, other).unwrap_or_else(|| other.to_string()),
                     };
-                    let assumed = c.sources.get(&f).is_some_and(|s| s.starts_with("assumed"));
-                    Cell { text, assumed }
+                    let mark = match c.sources.get(&f) {
+                        Some(s) if s.is_assumed() => '*',
+                        Some(s) if s.is_uncertain_on(&c.spec.name) => '~',
+                        _ => ' ',
+                    };
+                    Cell { text, mark }
                 })
                 .collect();
             (f, cells)

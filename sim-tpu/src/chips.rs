@@ -8,6 +8,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Map, Value};
 
 use crate::params::{StepParams, PARAMS_JSON};
+use crate::source::Source;
 
 /// The chips with presets.
 pub const PRESETS: &[(&str, &str)] = &[
@@ -93,7 +94,7 @@ pub struct Chip {
     /// The step model's launch costs, latencies and calibrated rates (`chips/params.json`).
     pub params: StepParams,
     /// Source of each field (spec and params), by field name.
-    pub sources: BTreeMap<String, String>,
+    pub sources: BTreeMap<String, Source>,
 }
 
 /// Normalises chip names ("v5p:2x2x1", "TPU v5p", "TPU7x", "ironwood") to a preset name.
@@ -102,7 +103,7 @@ pub fn preset_name(name: &str) -> Result<&'static str, ChipError> {
 }
 
 /// Plain field values and their sources, split out of a chip file.
-type ValuesAndSources = (Map<String, Value>, BTreeMap<String, String>);
+type ValuesAndSources = (Map<String, Value>, BTreeMap<String, Source>);
 
 fn split(file: &Value) -> Result<ValuesAndSources, ChipError> {
     let obj = file
@@ -114,8 +115,13 @@ fn split(file: &Value) -> Result<ValuesAndSources, ChipError> {
         match v {
             Value::Object(o) if o.contains_key("value") => {
                 values.insert(k.clone(), o["value"].clone());
-                if let Some(s) = o.get("source").and_then(|s| s.as_str()) {
-                    sources.insert(k.clone(), s.to_string());
+                if let Some(s) = o.get("source") {
+                    let source = Source::from_json(s).ok_or_else(|| {
+                        ChipError::Invalid(format!(
+                            "{k}.source = {s}: expected text or one of {{\"datasheet\": DOC}}, {{\"compiler\": RECORD}}, {{\"calibrated\": {{\"on\": FIGURE, \"chip\": CHIP}}}}, {{\"assumed\": WHY}}"
+                        ))
+                    })?;
+                    sources.insert(k.clone(), source);
                 }
             }
             other => {
@@ -195,7 +201,7 @@ impl Chip {
             let source = sources
                 .get(&k)
                 .cloned()
-                .unwrap_or_else(|| "override from --chip-file".to_string());
+                .unwrap_or_else(|| Source::Given("override from --chip-file".to_string()));
             self.sources.insert(k.clone(), source);
             check_rate(&k, &v)?;
             slot.insert(k, v);
@@ -228,26 +234,31 @@ impl Chip {
         }
     }
 
-    /// The spec and sources as one JSON object of {"value", "source"} fields (the preset file format).
+    /// The spec and sources as one JSON object of {"value", "source", "source_kind"} fields: the source
+    /// as text and typed (the preset files' form).
     pub fn to_json(&self) -> Value {
         let mut out = Map::new();
         for part in [serde_json::to_value(&self.spec), serde_json::to_value(&self.params)] {
             if let Ok(Value::Object(m)) = part {
                 for (k, v) in m {
-                    let src = self.sources.get(&k).cloned().unwrap_or_default();
-                    out.insert(k, serde_json::json!({"value": v, "source": src}));
+                    let (text, kind) = match self.sources.get(&k) {
+                        Some(s) => (s.to_string(), serde_json::to_value(s).unwrap_or(Value::Null)),
+                        None => (String::new(), Value::Null),
+                    };
+                    out.insert(k, serde_json::json!({"value": v, "source": text, "source_kind": kind}));
                 }
             }
         }
         Value::Object(out)
     }
 
-    /// Fields whose source is an assumption.
-    pub fn assumptions(&self) -> Vec<(&str, &str)> {
+    /// Fields whose value is uncertain on this chip: assumed, or calibrated on another chip (what
+    /// `tpusim run --sensitivity` varies).
+    pub fn uncertain(&self) -> Vec<(&str, &Source)> {
         self.sources
             .iter()
-            .filter(|(_, s)| s.starts_with("assumed"))
-            .map(|(k, s)| (k.as_str(), s.as_str()))
+            .filter(|(_, s)| s.is_uncertain_on(&self.spec.name))
+            .map(|(k, s)| (k.as_str(), s))
             .collect()
     }
 }
@@ -317,8 +328,46 @@ mod tests {
             let fields = chip.to_json();
             for (k, v) in fields.as_object().unwrap() {
                 assert!(!v["source"].as_str().unwrap().is_empty(), "{name}.{k} has no source");
+                assert!(v["source_kind"].is_object(), "{name}.{k} has no typed source");
             }
         }
+    }
+
+    /// What `--sensitivity` varies, by hand from the data files: on v4 its six assumed chip values,
+    /// the six assumed step parameters and the SparseCore tile DMA rate calibrated on tpu7x; on tpu7x
+    /// that rate is its own chip's figure, not varied.
+    #[test]
+    fn uncertain_values_are_the_assumed_and_those_calibrated_on_another_chip() {
+        let names = |c: &str| -> Vec<String> {
+            let chip = Chip::preset(c).unwrap();
+            chip.uncertain().iter().map(|(k, _)| k.to_string()).collect()
+        };
+        let step = [
+            "host_id_bound_check_ps_per_id",
+            "host_init_bytes_per_s_per_thread",
+            "ici_collective_launch_ns",
+            "sc_cycles_per_id",
+            "sc_pass_launch_cycles",
+            "sc_serial_barrier_cycles",
+        ];
+        let mut v4: Vec<String> = step.iter().map(|s| s.to_string()).collect();
+        v4.extend(
+            [
+                "sc_clock_mhz",
+                "sc_hbm_share",
+                "sc_simd_lanes_bf16",
+                "sc_spmem_fixed_overhead_bytes",
+                "sc_tile_dma_bytes_per_cycle_milli",
+                "sc_tilespmem_bytes_available",
+                "sc_tilespmem_scratchpad_bytes",
+            ]
+            .map(String::from),
+        );
+        v4.sort();
+        assert_eq!(names("v4"), v4);
+        let tpu7x = names("tpu7x");
+        assert!(!tpu7x.contains(&"sc_tile_dma_bytes_per_cycle_milli".to_string()));
+        assert!(tpu7x.contains(&"sc_cycles_per_id".to_string()));
     }
 
     #[test]
@@ -337,7 +386,11 @@ mod tests {
         let o = serde_json::json!({"chip": "v5p", "hbm_bytes_per_s": 3_000_000_000_000u64, "sc_clock_mhz": {"value": 1000, "source": "my measurement"}});
         let c = Chip::load(None, Some(&o)).unwrap();
         assert_eq!(c.spec.hbm_bytes_per_s, 3_000_000_000_000);
-        assert_eq!(c.sources["sc_clock_mhz"], "my measurement");
+        assert_eq!(c.sources["sc_clock_mhz"], Source::Given("my measurement".into()));
+        assert_eq!(
+            c.sources["hbm_bytes_per_s"],
+            Source::Given("override from --chip-file".into())
+        );
         let bad = serde_json::json!({"hbm_gb": 1});
         assert!(matches!(Chip::load(Some("v4"), Some(&bad)), Err(ChipError::UnknownField(f, _)) if f == "hbm_gb"));
         assert!(Chip::preset("v9").is_err());

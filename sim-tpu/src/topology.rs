@@ -231,20 +231,35 @@ impl SliceShape {
     /// bytes/k (dimension-ordered routing), so the busiest link there moves bytes/k times the most
     /// pairs routed over one link; dimensions work at once, so the slowest one sets the time.
     pub fn all_to_all(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let worst = self
-            .axes()
-            .map(|(k, w)| {
-                let half_pairs = max_link_half_pairs(k, w) as u128;
-                // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
-                (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
-                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128)
-            })
-            .max()
-            .unwrap_or(0);
+        let worst = self.all_to_all_per_axis(bytes_per_chip, link_bytes_per_s);
         CollectiveTime {
-            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
+            bandwidth_ps: worst.iter().map(|&(_, ps)| ps).max().unwrap_or(0),
             latency_hops: self.diameter(),
         }
+    }
+
+    /// Per dimension longer than one chip (its index), the time in ps the busiest link of each
+    /// direction along it takes for `all_to_all` (both directions carry the same).
+    pub fn all_to_all_per_axis(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> Vec<(usize, u64)> {
+        self.indexed_axes()
+            .map(|(axis, k, w)| {
+                let half_pairs = max_link_half_pairs(k, w) as u128;
+                // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
+                let ps = (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
+                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128);
+                (axis, u64::try_from(ps).unwrap_or(u64::MAX))
+            })
+            .collect()
+    }
+
+    /// Dimensions longer than one chip with their index.
+    fn indexed_axes(&self) -> impl Iterator<Item = (usize, u64, bool)> + '_ {
+        self.dims
+            .iter()
+            .zip(&self.wraparound)
+            .enumerate()
+            .filter(|(_, (d, _))| **d > 1)
+            .map(|(i, (&d, &w))| (i, d as u64, w))
     }
 
     /// An all-reduce of `bytes` on every chip: reduce-scatter then all-gather along each dimension
@@ -253,30 +268,34 @@ impl SliceShape {
     /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the
     /// ring steps of every dimension, one after another.
     pub fn all_reduce(&self, bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let axes: Vec<(u64, bool)> = self.axes().collect();
-        let n = axes.len() as u128;
-        if n == 0 {
-            return CollectiveTime::default();
+        let per_axis = self.all_reduce_per_axis(bytes, link_bytes_per_s);
+        CollectiveTime {
+            bandwidth_ps: per_axis.iter().map(|&(_, ps)| ps).max().unwrap_or(0),
+            latency_hops: self.axes().map(|(k, _)| 2 * (k - 1)).sum(),
         }
-        let mut worst = 0u128;
-        for (a, &(k, wrap)) in axes.iter().enumerate() {
-            // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
-            let prod_all: u128 = axes.iter().map(|x| x.0 as u128).product();
+    }
+
+    /// Per dimension longer than one chip (its index), the time in ps the busiest link of each
+    /// direction along it takes for `all_reduce` (a ring's two directions, or a line's, carry the same).
+    pub fn all_reduce_per_axis(&self, bytes: u64, link_bytes_per_s: u64) -> Vec<(usize, u64)> {
+        let axes: Vec<(usize, u64, bool)> = self.indexed_axes().collect();
+        let n = axes.len() as u128;
+        // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
+        let prod_all: u128 = axes.iter().map(|x| x.1 as u128).product();
+        let mut out = Vec::with_capacity(axes.len());
+        for (a, &(axis, k, wrap)) in axes.iter().enumerate() {
             let mut vol_units = 0u128; // bytes x vol_units / (n x prod_all)
             for j in 0..axes.len() {
                 let pos = (a + axes.len() - j) % axes.len();
-                let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].0 as u128).product();
+                let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].1 as u128).product();
                 vol_units += prod_all / before;
             }
             let lanes = if wrap { 2 } else { 1 };
             let ps = 2 * bytes as u128 * vol_units * (k as u128 - 1) * 1_000_000_000_000
                 / (n * prod_all * k as u128 * lanes * link_bytes_per_s.max(1) as u128);
-            worst = worst.max(ps);
+            out.push((axis, u64::try_from(ps).unwrap_or(u64::MAX)));
         }
-        CollectiveTime {
-            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
-            latency_hops: axes.iter().map(|&(k, _)| 2 * (k - 1)).sum(),
-        }
+        out
     }
 }
 

@@ -134,7 +134,7 @@ fn check_preset(preset: &str, pipelining: Option<Pipelining>) {
     assert!(threads.iter().any(|n| *n == "SC 0 tile 0"), "{label}: {threads:?}");
     assert!(threads.iter().any(|n| *n == "SC 0 tile 15"), "{label}");
     // Bandwidth counters for HBM, ICI and PCIe.
-    for c in ["HBM GB/s", "ICI GB/s", "PCIe GB/s"] {
+    for c in ["HBM GB/s", "ICI x+ GB/s", "PCIe GB/s"] {
         assert!(
             t.events.iter().any(|e| e["ph"] == "C" && e["name"] == c),
             "{label}: no {c} counter"
@@ -172,8 +172,19 @@ fn check_preset(preset: &str, pipelining: Option<Pipelining>) {
     let hbm_cap = win["args"]["hbm_bytes_per_s"].as_f64().unwrap();
     let ici_cap = win["args"]["ici_bytes_per_s"].as_f64().unwrap();
     let hbm = t.utilisation(w, "HBM GB/s", hbm_cap);
-    assert!((hbm - b.hbm).abs() < tol, "{label}: HBM {hbm} vs {}", b.hbm);
-    let ici = t.utilisation(w, "ICI GB/s", ici_cap);
+    // The trace's counter samples sit on whole nanoseconds (floored): thousands of HBM samples in
+    // the window move its integral by a few parts in 100,000.
+    assert!((hbm - b.hbm).abs() < 5.0 * tol, "{label}: HBM {hbm} vs {}", b.hbm);
+    // One counter per ICI link group (dimension and direction), their bytes over the groups' rate.
+    let ici_counters: std::collections::BTreeSet<String> = t
+        .events
+        .iter()
+        .filter(|e| e["ph"] == "C")
+        .filter_map(|e| e["name"].as_str())
+        .filter(|n| n.starts_with("ICI ") && n.ends_with(" GB/s"))
+        .map(String::from)
+        .collect();
+    let ici: f64 = ici_counters.iter().map(|c| t.utilisation(w, c, ici_cap)).sum();
     assert!((ici - b.ici).abs() < tol, "{label}: ICI {ici} vs {}", b.ici);
 }
 

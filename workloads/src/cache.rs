@@ -13,7 +13,6 @@ use std::sync::{Arc, Mutex};
 
 use sim_sparsecore::preprocess::{BatchIds, FeatureIds};
 
-use crate::program::graph::StepGraph;
 use crate::spec::{IdDist, Workload, WorkloadError};
 use crate::stepwork::StepWork;
 
@@ -32,7 +31,8 @@ struct Inner {
     /// (SparseCore workload fingerprint, step) -> the hottest id of the chip's batch.
     hottest: Mutex<HashMap<(String, u32), Hottest>>,
     /// Graph shape key -> task graphs of finished runs, rebuilt in place by the next runs.
-    graphs: Mutex<HashMap<String, Vec<StepGraph>>>,
+    /// Held as `Any` so the cache depends on no builder (the builder depends on the cache).
+    graphs: Mutex<HashMap<String, Vec<Box<dyn std::any::Any + Send>>>>,
 }
 
 /// The id held by the most samples: table, id, samples.
@@ -121,14 +121,15 @@ impl RunCache {
     }
 
     /// A finished run's task graph of this shape, to rebuild in place (None: build one).
-    pub fn take_graph(&self, shape: &str) -> Option<StepGraph> {
-        self.inner.graphs.lock().ok()?.get_mut(shape)?.pop()
+    pub fn take_graph<G: std::any::Any + Send>(&self, shape: &str) -> Option<G> {
+        let g = self.inner.graphs.lock().ok()?.get_mut(shape)?.pop()?;
+        g.downcast::<G>().ok().map(|b| *b)
     }
 
     /// Keeps a finished run's task graph for the next run of its shape (one per concurrent run).
-    pub fn keep_graph(&self, shape: String, g: StepGraph) {
+    pub fn keep_graph<G: std::any::Any + Send>(&self, shape: String, g: G) {
         if let Ok(mut m) = self.inner.graphs.lock() {
-            m.entry(shape).or_default().push(g);
+            m.entry(shape).or_default().push(Box::new(g));
         }
     }
 

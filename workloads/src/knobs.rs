@@ -67,8 +67,17 @@ fn table_map(m: &BTreeMap<String, u32>) -> String {
 
 /// Knob, setting, effect: one row per knob of the SparseCore guide.
 pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, String, String)> {
-    let s = &r.summary;
     let mut k: Vec<(String, String, String)> = Vec::new();
+    stacking_rows(w, r, c, &mut k);
+    limit_rows(w, r, c, &mut k);
+    table_rows(w, r, c, &mut k);
+    k
+}
+
+/// The knobs of stacking and serialisation.
+fn stacking_rows(w: &Workload, r: &KnobFacts, c: &KnobCosts, k: &mut Vec<(String, String, String)>) {
+    #[allow(unused_variables)]
+    let s = &r.summary;
     let mut row = |name: &str, setting: String, effect: String| k.push((name.to_string(), setting, effect));
     let sizes: Vec<usize> = c.stacks.iter().map(|x| x.1).collect();
     row(
@@ -121,6 +130,13 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
             }
         ),
     );
+}
+
+/// The limit knobs and what they cost.
+fn limit_rows(w: &Workload, r: &KnobFacts, c: &KnobCosts, k: &mut Vec<(String, String, String)>) {
+    #[allow(unused_variables)]
+    let s = &r.summary;
+    let mut row = |name: &str, setting: String, effect: String| k.push((name.to_string(), setting, effect));
     let observed_ids = s.limits.iter().map(|l| l.observed_max_ids).max().unwrap_or(0);
     let observed_unique = s.limits.iter().map(|l| l.observed_max_unique_ids).max().unwrap_or(0);
     row(
@@ -196,6 +212,13 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
             mib(c.prefetched_bytes)
         ),
     );
+}
+
+/// The per-table knobs (shuffle, dtype, initialisation, checks).
+fn table_rows(w: &Workload, r: &KnobFacts, c: &KnobCosts, k: &mut Vec<(String, String, String)>) {
+    #[allow(unused_variables)]
+    let s = &r.summary;
+    let mut row = |name: &str, setting: String, effect: String| k.push((name.to_string(), setting, effect));
     row("shuffle_ids", w.shuffle_ids.to_string(), r.straggler.clone());
     let bf16 = w.tables.iter().filter(|t| t.dtype == Dtype::Bf16).count();
     row(
@@ -278,5 +301,4 @@ pub fn knob_report(w: &Workload, r: &KnobFacts, c: &KnobCosts) -> Vec<(String, S
             "no checks".into()
         },
     );
-    k
 }

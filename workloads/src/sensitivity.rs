@@ -16,7 +16,7 @@ pub struct AssumptionEffect {
     pub name: String,
     /// Its value in the run.
     pub value: serde_json::Value,
-    /// Its source (starts with "assumed").
+    /// Its source: an assumption, or a calibration on another chip.
     pub source: String,
     /// Step time with the value halved, us.
     pub halved_step_time_us: f64,
@@ -39,19 +39,17 @@ pub struct Sensitivity {
     pub dominant: Vec<String>,
 }
 
-/// Assumed numeric values of a chip (fields whose source starts with "assumed").
+/// The chip's uncertain numeric values: assumed, or calibrated on another chip
+/// ([`Chip::uncertain`]), each with its source as text.
 pub fn assumed_values(chip: &Chip) -> Vec<(String, serde_json::Value, String)> {
     let json = chip.to_json();
-    let mut out = Vec::new();
-    if let Some(m) = json.as_object() {
-        for (k, v) in m {
-            let source = v["source"].as_str().unwrap_or("");
-            if source.starts_with("assumed") && v["value"].is_number() {
-                out.push((k.clone(), v["value"].clone(), source.to_string()));
-            }
-        }
-    }
-    out
+    chip.uncertain()
+        .into_iter()
+        .filter_map(|(k, source)| {
+            let v = json.get(k)?.get("value")?;
+            v.is_number().then(|| (k.to_string(), v.clone(), source.to_string()))
+        })
+        .collect()
 }
 
 /// The value scaled by `factor`, kept within physical bounds (a share stays at most 1; integers at

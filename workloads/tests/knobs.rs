@@ -369,7 +369,8 @@ fn every_stack_pays_its_own_all_to_all() {
         r.recorder
             .spans
             .iter()
-            .filter(|s| s.category == "ici" && s.name.starts_with("all-to-all"))
+            // One latency span per collective (its bytes are one span per ICI link group).
+            .filter(|s| s.category == "ici_latency" && s.name.starts_with("all-to-all"))
             .count()
             // Every simulated step: warm-up, the steps asked for and drain.
             / (r.summary.warmup_steps + w.steps as u64 + r.summary.drain_steps) as usize

@@ -30,8 +30,12 @@ pub struct Kernel {
     /// Part of the step.
     pub role: KernelRole,
     /// TensorCore cycles of the chip's share (the chip's TensorCores split a device's work), without
-    /// the launch cost.
+    /// the kernel's fixed cost.
     pub cycles: u64,
+    /// The kernel's fixed cycles (launch, sync, pipeline fill) as the compiler estimates them for
+    /// this chip: every TensorCore running the kernel pays them whole, so they are not split.
+    /// Zero where `cycles` already holds them (gathers, HLO kernels).
+    pub fixed_cycles: u64,
     /// HBM bytes, padded.
     pub hbm_bytes: u64,
     /// HBM bytes, logical.
@@ -102,10 +106,18 @@ impl Builder<'_> {
         let spec = OpSpec::from_value(&v).map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
         let c = cost(&spec, &self.p.model).map_err(|e| WorkloadError::Run(format!("{name}: {e}")))?;
         let share = self.p.tc_share;
+        // The op model's first phase is the kernel's fixed cost; the rest is split between TensorCores.
+        let fixed = c
+            .kernels
+            .iter()
+            .map(|k| k.phases.first().map_or(0, |ph| ph.cycles))
+            .sum::<u64>()
+            .min(c.cycles);
         Ok(Kernel {
             name,
             role,
-            cycles: c.cycles.div_ceil(share),
+            cycles: (c.cycles - fixed).div_ceil(share),
+            fixed_cycles: fixed,
             hbm_bytes: c.hbm_bytes / share,
             hbm_unpadded: c.hbm_bytes_unpadded / share,
             vmem_bytes: c.vmem_bytes,
@@ -114,9 +126,12 @@ impl Builder<'_> {
                 .into_iter()
                 .map(|mut ph| {
                     ph.start_cycle /= share;
-                    ph.cycles = ph.cycles.div_ceil(share);
-                    ph.busy_cycles = ph.busy_cycles.div_ceil(share);
-                    ph.bytes /= share;
+                    // A kernel's fixed cost is paid whole; its body is split.
+                    if ph.unit != sim_tpu::tensorcore::Unit::Sequencer {
+                        ph.cycles = ph.cycles.div_ceil(share);
+                        ph.busy_cycles = ph.busy_cycles.div_ceil(share);
+                        ph.bytes /= share;
+                    }
                     ph
                 })
                 .collect(),
@@ -157,6 +172,8 @@ impl Builder<'_> {
             name,
             role: KernelRole::Update,
             cycles,
+            // A streaming pass is a loop fusion: it pays a VPU kernel's fixed cost.
+            fixed_cycles: p.model.params.launch_cycles.max(0.0).round() as u64,
             hbm_bytes: bytes * replicas,
             hbm_unpadded: bytes * replicas,
             vmem_bytes: 0,
@@ -216,6 +233,7 @@ impl Builder<'_> {
             name,
             role,
             cycles: g.cycles,
+            fixed_cycles: 0,
             hbm_bytes: g.hbm_bytes * share,
             hbm_unpadded: g.hbm_bytes * share,
             vmem_bytes: 0,
@@ -328,6 +346,7 @@ fn hlo_program(p: &Plan, path: &std::path::Path) -> Result<DenseProgram, Workloa
             name: format!("hlo {}", k.name),
             role: KernelRole::Program,
             cycles: k.cycles,
+            fixed_cycles: 0,
             hbm_bytes: k.hbm_bytes,
             hbm_unpadded: k.hbm_unpadded_bytes,
             vmem_bytes: k.vmem_bytes,

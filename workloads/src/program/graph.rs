@@ -5,6 +5,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use sim_core::engine::{Engine, EngineError, QueuePolicy, ResourceId, Task, TaskId};
 use sim_core::time::{Clock, SimTime};
+use sim_tpu::topology_links::{all_reduce_loads, all_to_all_loads, link_groups, LinkGroup, LinkLoads};
 
 use super::dense::{DenseProgram, Kernel, KernelRole};
 use super::resolve::Plan;
@@ -97,8 +98,8 @@ pub struct Units {
     pub scs: Vec<ResourceId>,
     /// HBM bandwidth.
     pub hbm: ResourceId,
-    /// ICI bandwidth of the chip's links.
-    pub ici: ResourceId,
+    /// The chip's ICI links, one resource per slice dimension and direction (none on one chip).
+    pub ici: Vec<(LinkGroup, ResourceId)>,
 }
 
 /// The tasks of one step the later stages read.
@@ -137,10 +138,10 @@ pub struct StepGraph {
     pub preds: HashMap<TaskId, Vec<TaskId>>,
     /// Each timed task's role.
     pub info: HashMap<TaskId, TaskInfo>,
-    /// ICI bandwidth of the chip (all links), bytes/s.
+    /// ICI bandwidth of the chip's link groups together, bytes/s.
     pub ici_bytes_per_s: u64,
-    /// Kernel launch cost, TensorCore cycles.
-    pub launch_cycles: u64,
+    /// ICI bandwidth of one link group (one link each way per dimension), bytes/s.
+    pub ici_link_bytes_per_s: u64,
     /// TensorCore clock, Hz.
     pub tc_clock_hz: u64,
     /// Fixed cost to start a collective, ns.
@@ -265,6 +266,175 @@ impl StepGraph {
         id
     }
 
+    /// Step `i`'s host preprocessing, its transfer and the SparseCore passes, wired with the
+    /// pipelining gates; returns the SparseCore forward and backward gates.
+    fn host_and_sparsecore(
+        &mut self,
+        p: &Plan,
+        sw: &super::work::StepWork,
+        i: usize,
+        sc_dma_cap: u64,
+    ) -> Result<ScGates, WorkloadError> {
+        let w = &p.w;
+        let step = i as i64;
+        let host_ns = host_stage_ns(p, sw);
+        let h = self.task(
+            Task::occupy(self.units.host, host_ns.max(1))
+                .name(format!("preprocess step {i}"))
+                .category("host")
+                .arg("step", step)
+                .arg("ids", sw.ids as i64),
+            Some(Stage::Host),
+            0,
+        );
+        if let Some(k) = host_gate(w.host.prefetch, i) {
+            let gate = self.steps[k].sc_fwd_start;
+            self.dep(gate, h)?;
+        }
+        let pc = self.task(
+            Task::transfer(self.units.pcie, sw.ids * HOST_BYTES_PER_ID)
+                .name(format!("host->device step {i}"))
+                .category("pcie")
+                .arg("step", step),
+            Some(Stage::Pcie),
+            0,
+        );
+        self.dep(h, pc)?;
+        let f_start = self.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
+        self.dep(pc, f_start)?;
+        if let Some(k) = sc_forward_gate(w.pipelining, i) {
+            let d = self.steps[k].sc_bwd_done;
+            self.dep(d, f_start)?;
+        }
+        let f_done = self.task(Task::wait().name(format!("SC fwd done {i}")), None, 0);
+        let b_start = self.task(Task::wait().name(format!("SC bwd start {i}")), None, 0);
+        let b_done = self.task(Task::wait().name(format!("SC bwd done {i}")), None, 0);
+        for s in 0..self.units.scs.len() {
+            let unit = self.units.scs[s];
+            let ScStepCost {
+                fwd: (fc, fb, fp),
+                bwd: (bc, bb, bp),
+                fwd_tiles: ft,
+                bwd_tiles: bt,
+            } = sc_step_cost(p, sw, s);
+            self.sc_tile_cycles.insert((s, i, true), ft);
+            self.sc_tile_cycles.insert((s, i, false), bt);
+            let (fx, fm) = self.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("fwd", "gather"),
+                Stage::ScForward,
+                (fc, fb, fp),
+            );
+            let (bx, bm) = self.sc_pass(
+                unit,
+                sc_dma_cap,
+                (s, i),
+                ("bwd", "update"),
+                Stage::ScBackward,
+                (bc, bb, bp),
+            );
+            for t in [fx, fm] {
+                self.dep(f_start, t)?;
+                self.dep(t, f_done)?;
+            }
+            for t in [bx, bm] {
+                self.dep(b_start, t)?;
+                self.dep(t, b_done)?;
+            }
+        }
+        Ok(ScGates {
+            f_start,
+            f_done,
+            b_start,
+            b_done,
+        })
+    }
+
+    /// Step `i`'s all-to-alls, TensorCore kernels, all-reduce and update after the SparseCore gates.
+    fn dense_and_collectives(
+        &mut self,
+        p: &Plan,
+        dense: &DenseProgram,
+        i: usize,
+        tc_hbm_cap: u64,
+        gates: ScGates,
+    ) -> Result<(), WorkloadError> {
+        let ScGates {
+            f_start,
+            f_done,
+            b_start,
+            b_done,
+        } = gates;
+        let b = p.w.batch_per_chip();
+        let link = p.spec().ici_bytes_per_s_per_link;
+        // Activations cross ICI in the tables' element size; a chip keeps 1/chips of them.
+        let a2a_bytes_per_chip = |width: u64, elem: u64| b * width * elem;
+        let do_collectives = p.w.chips > 1;
+        // One all-to-all per stack, one after another, each paying its fixed latency.
+        let a2a = |g: &mut StepGraph, after: TaskId, what: &str| -> Result<TaskId, WorkloadError> {
+            let mut prev = after;
+            if !do_collectives {
+                return Ok(prev);
+            }
+            for st in &p.stacks {
+                let t = all_to_all_loads(&p.slice, a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
+                prev = g.collective(
+                    prev,
+                    format!("all-to-all {what} {}", st.def.name),
+                    Stage::AllToAll,
+                    t,
+                    i,
+                )?;
+            }
+            Ok(prev)
+        };
+        let a2a_f = a2a(self, f_done, "activations")?;
+        // TensorCore: forward after the activations and the previous step's update.
+        let mut prev = match self.steps.last() {
+            Some(last) => {
+                let u = last.update_done;
+                self.join(&[a2a_f, u])?
+            }
+            None => a2a_f,
+        };
+        for k in &dense.forward {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let mut grads_ready = prev;
+        for (n, k) in dense.backward.iter().enumerate() {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            if n + 1 == dense.embedding_grads_ready {
+                grads_ready = prev;
+            }
+        }
+        if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
+            grads_ready = prev;
+        }
+        for k in &dense.before_all_reduce {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        if do_collectives {
+            let t = all_reduce_loads(&p.slice, dense.gradient_bytes, link);
+            prev = self.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
+        }
+        for k in &dense.update {
+            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+        }
+        let update_done = prev;
+        let a2a_b = a2a(self, grads_ready, "gradients")?;
+        self.dep(a2a_b, b_start)?;
+        self.dep(f_done, b_start)?;
+        self.steps.push(StepTasks {
+            sc_fwd_start: f_start,
+            sc_fwd_done: f_done,
+            sc_bwd_done: b_done,
+            update_done,
+        });
+        Ok(())
+    }
+
     fn mark_differs(&mut self) {
         if let Some(c) = &mut self.cursor {
             c.same = false;
@@ -292,13 +462,14 @@ impl StepGraph {
         Ok(j)
     }
 
-    /// A collective: its fixed latency, then its bytes on the chip's links (`bandwidth_ps` alone).
+    /// A collective: its fixed latency, then its bytes on each link group it loads (each group's
+    /// transfer alone takes that group's time), done when every group is.
     fn collective(
         &mut self,
         after: TaskId,
         name: String,
         stage: Stage,
-        t: sim_tpu::topology::CollectiveTime,
+        t: LinkLoads,
         step: usize,
     ) -> Result<TaskId, WorkloadError> {
         let latency_ps =
@@ -317,19 +488,24 @@ impl StepGraph {
             Some(Stage::CollectiveLatency),
             0,
         );
-        // The collective alone would take bandwidth_ps on the links: its bytes at the chip's ICI rate.
-        let bytes = (t.bandwidth_ps as u128 * self.ici_bytes_per_s as u128 / 1_000_000_000_000) as u64;
-        let x = self.task(
-            Task::transfer(self.units.ici, bytes)
-                .name(format!("{name} step {step}"))
-                .category("ici")
-                .arg("step", step as i64),
-            Some(stage),
-            0,
-        );
         self.dep(after, lat)?;
-        self.dep(lat, x)?;
-        Ok(x)
+        let mut parts = Vec::with_capacity(t.per_group_ps.len());
+        for task in link_transfers(&self.units.ici, self.ici_link_bytes_per_s, &t) {
+            let x = self.task(
+                task.name(format!("{name} step {step}"))
+                    .category("ici")
+                    .arg("step", step as i64),
+                Some(stage),
+                0,
+            );
+            self.dep(lat, x)?;
+            parts.push(x);
+        }
+        match parts.as_slice() {
+            [] => Ok(lat),
+            [one] => Ok(*one),
+            _ => self.join(&parts),
+        }
     }
 
     /// One SparseCore pass: its compute on the SparseCore and its HBM traffic at the tiles' DMA rate.
@@ -374,7 +550,7 @@ impl StepGraph {
             KernelRole::Program => Stage::TcProgram,
         };
         let clock = self.tc_clock_hz;
-        let launch_ps = (self.launch_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
+        let launch_ps = (k.fixed_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
         let cat = match k.role {
             KernelRole::Forward => "tc_fwd",
             KernelRole::Backward => "tc_bwd",
@@ -382,12 +558,12 @@ impl StepGraph {
             KernelRole::Program => "tc_program",
         };
         let c = self.task(
-            Task::occupy(self.units.tc, (k.cycles + self.launch_cycles).max(1))
+            Task::occupy(self.units.tc, (k.cycles + k.fixed_cycles).max(1))
                 .name(format!("{} step {step}", k.name))
                 .category(cat)
                 .arg("step", step as i64)
                 .arg("hbm_bytes", k.hbm_bytes as i64)
-                .arg("launch_cycles", self.launch_cycles as i64),
+                .arg("launch_cycles", k.fixed_cycles as i64),
             Some(stage),
             launch_ps,
         );
@@ -472,9 +648,9 @@ fn emit(
     let hbm = e
         .add_bandwidth(&chip, "HBM", p.model.hbm.chip_bytes_per_s)
         .map_err(err)?;
-    let ici_bytes_per_s = (spec.ici_links as u64 * spec.ici_bytes_per_s_per_link).max(1);
-    let ici = e.add_bandwidth(&chip, "ICI", ici_bytes_per_s).map_err(err)?;
-    let launch_cycles = (params.tc_kernel_launch_ns as u128 * tc_hz as u128 / 1_000_000_000) as u64;
+    let ici_link_bytes_per_s = spec.ici_bytes_per_s_per_link.max(1);
+    let ici = ici_links(&mut e, &chip, &p.slice, ici_link_bytes_per_s)?;
+    let ici_bytes_per_s = (ici.len() as u64 * ici_link_bytes_per_s).max(1);
     // Rebuilding: the resources just made replace the old graph's, whose tasks are then replaced.
     let (e, preds, info, sc_tile_cycles, cursor) = match old {
         Some(mut o) => {
@@ -504,7 +680,7 @@ fn emit(
         preds,
         info,
         ici_bytes_per_s,
-        launch_cycles,
+        ici_link_bytes_per_s,
         tc_clock_hz: tc_hz,
         collective_launch_ns: params.ici_collective_launch_ns,
         hop_latency_ns: params.ici_hop_latency_ns,
@@ -516,185 +692,15 @@ fn emit(
         .min((spec.hbm_bytes_per_s as f64 * sc.hbm_share) as u64)
         .max(1);
     let tc_hbm_cap = (p.model.hbm.device_bytes_per_s * p.tc_share).max(1);
-    let b = w.batch_per_chip();
-    let chips = w.chips as u64;
-    let link = spec.ici_bytes_per_s_per_link;
-    // Activations cross ICI in the tables' element size; a chip keeps 1/chips of them.
-    let a2a_bytes_per_chip = |width: u64, elem: u64| b * width * elem;
-    let do_collectives = chips > 1;
-    let groups = p.serial_groups;
 
     let asked = work.steps.len();
-    let warm = super::measure::warmup_steps(w.host.prefetch);
-    for i in 0..warm + asked + super::measure::drain_steps(w.host.prefetch) {
+    let warm = super::window::warmup_steps(w.host.prefetch);
+    for i in 0..warm + asked + super::window::drain_steps(w.host.prefetch) {
         let Some(sw) = work.steps.get(work_index(i, warm, asked, work.period)) else {
             break;
         };
-        let step = i as i64;
-        let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
-        if w.xla_sparse_core_enable_id_bound_check {
-            host_ns += sw.ids * params.host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64;
-        }
-        let h = g.task(
-            Task::occupy(host, host_ns.max(1))
-                .name(format!("preprocess step {i}"))
-                .category("host")
-                .arg("step", step)
-                .arg("ids", sw.ids as i64),
-            Some(Stage::Host),
-            0,
-        );
-        if let Some(k) = host_gate(w.host.prefetch, i) {
-            let gate = g.steps[k].sc_fwd_start;
-            g.dep(gate, h)?;
-        }
-        let pc = g.task(
-            Task::transfer(pcie, sw.ids * HOST_BYTES_PER_ID)
-                .name(format!("host->device step {i}"))
-                .category("pcie")
-                .arg("step", step),
-            Some(Stage::Pcie),
-            0,
-        );
-        g.dep(h, pc)?;
-        let f_start = g.task(Task::wait().name(format!("SC fwd start {i}")), None, 0);
-        g.dep(pc, f_start)?;
-        if let Some(k) = sc_forward_gate(w.pipelining, i) {
-            let d = g.steps[k].sc_bwd_done;
-            g.dep(d, f_start)?;
-        }
-        let f_done = g.task(Task::wait().name(format!("SC fwd done {i}")), None, 0);
-        let b_start = g.task(Task::wait().name(format!("SC bwd start {i}")), None, 0);
-        let b_done = g.task(Task::wait().name(format!("SC bwd done {i}")), None, 0);
-        for s in 0..g.units.scs.len() {
-            let unit = g.units.scs[s];
-            let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
-            // Each tile's compute cycles (forward, backward): its share of the ids and rows.
-            let tiles = sc.tiles.max(1) as usize;
-            let (mut ft, mut bt) = (vec![0u64; tiles], vec![0u64; tiles]);
-            for (k, st) in p.stacks.iter().enumerate() {
-                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
-                let f = sc.forward(wk, st.dim, st.elem_bytes);
-                let bk = sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
-                let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
-                // Vector passes over the gathered rows: NaN checks (forward and backward) and
-                // quantise + dequantise (forward).
-                let lanes = if st.elem_bytes == 2 {
-                    sc.lanes_bf16
-                } else {
-                    sc.lanes_f32
-                }
-                .max(1) as u64;
-                let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
-                let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
-                let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
-                let fixed = params.sc_pass_launch_cycles * passes + nan;
-                for (t, (a, b)) in ft.iter_mut().zip(bt.iter_mut()).enumerate() {
-                    *a += sc.forward_tile_cycles(wk, st.dim, st.elem_bytes, t as u32) + fixed + quant;
-                    *b += sc.backward_tile_cycles(wk, st.dim, st.elem_bytes, st.optimizer, t as u32) + fixed;
-                }
-                fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
-                fb += f.hbm_bytes;
-                fp += f.hbm_padding_bytes;
-                bc += bk.compute_cycles + params.sc_pass_launch_cycles * passes + nan;
-                bb += bk.hbm_bytes;
-                bp += bk.hbm_padding_bytes;
-            }
-            if p.has_sparsecore_tables() {
-                let barrier = params.sc_serial_barrier_cycles * (groups - 1);
-                fc += barrier;
-                bc += barrier;
-                ft.iter_mut().chain(bt.iter_mut()).for_each(|c| *c += barrier);
-            }
-            g.sc_tile_cycles.insert((s, i, true), ft);
-            g.sc_tile_cycles.insert((s, i, false), bt);
-            let (fx, fm) = g.sc_pass(
-                unit,
-                sc_dma_cap,
-                (s, i),
-                ("fwd", "gather"),
-                Stage::ScForward,
-                (fc, fb, fp),
-            );
-            let (bx, bm) = g.sc_pass(
-                unit,
-                sc_dma_cap,
-                (s, i),
-                ("bwd", "update"),
-                Stage::ScBackward,
-                (bc, bb, bp),
-            );
-            for t in [fx, fm] {
-                g.dep(f_start, t)?;
-                g.dep(t, f_done)?;
-            }
-            for t in [bx, bm] {
-                g.dep(b_start, t)?;
-                g.dep(t, b_done)?;
-            }
-        }
-        // One all-to-all per stack, one after another, each paying its fixed latency.
-        let a2a = |g: &mut StepGraph, after: TaskId, what: &str| -> Result<TaskId, WorkloadError> {
-            let mut prev = after;
-            if !do_collectives {
-                return Ok(prev);
-            }
-            for st in &p.stacks {
-                let t = p
-                    .slice
-                    .all_to_all(a2a_bytes_per_chip(st.width, st.elem_bytes.max(4)), link);
-                prev = g.collective(
-                    prev,
-                    format!("all-to-all {what} {}", st.def.name),
-                    Stage::AllToAll,
-                    t,
-                    i,
-                )?;
-            }
-            Ok(prev)
-        };
-        let a2a_f = a2a(&mut g, f_done, "activations")?;
-        // TensorCore: forward after the activations and the previous step's update.
-        let mut prev = match g.steps.last() {
-            Some(last) => {
-                let u = last.update_done;
-                g.join(&[a2a_f, u])?
-            }
-            None => a2a_f,
-        };
-        for k in &dense.forward {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        let mut grads_ready = prev;
-        for (n, k) in dense.backward.iter().enumerate() {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-            if n + 1 == dense.embedding_grads_ready {
-                grads_ready = prev;
-            }
-        }
-        if dense.backward.len() < dense.embedding_grads_ready || dense.embedding_grads_ready == 0 {
-            grads_ready = prev;
-        }
-        for k in &dense.before_all_reduce {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        if do_collectives {
-            let t = p.slice.all_reduce(dense.gradient_bytes, link);
-            prev = g.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
-        }
-        for k in &dense.update {
-            prev = g.kernel(prev, k, i, tc_hbm_cap)?;
-        }
-        let update_done = prev;
-        let a2a_b = a2a(&mut g, grads_ready, "gradients")?;
-        g.dep(a2a_b, b_start)?;
-        g.dep(f_done, b_start)?;
-        g.steps.push(StepTasks {
-            sc_fwd_start: f_start,
-            sc_fwd_done: f_done,
-            sc_bwd_done: b_done,
-            update_done,
-        });
+        let gates = g.host_and_sparsecore(p, sw, i, sc_dma_cap)?;
+        g.dense_and_collectives(p, dense, i, tc_hbm_cap, gates)?;
     }
     if let Some(c) = g.cursor.take() {
         let all = c.task == g.engine.task_count() && c.dep == g.engine.dep_count();
@@ -705,4 +711,160 @@ fn emit(
         }
     }
     Ok(Some(g))
+}
+
+/// The tasks that open and close a step's SparseCore passes.
+#[derive(Clone, Copy)]
+struct ScGates {
+    f_start: TaskId,
+    f_done: TaskId,
+    b_start: TaskId,
+    b_done: TaskId,
+}
+
+/// The host's preprocessing time of one step, ns: its ids at the host threads' rate, plus the id
+/// bound check where it is enabled.
+fn host_stage_ns(p: &Plan, sw: &super::work::StepWork) -> u64 {
+    let w = &p.w;
+    let mut host_ns = (sw.ids as f64 / (w.host.threads as f64 * w.host.ids_per_s_per_thread) * 1e9) as u64;
+    if w.xla_sparse_core_enable_id_bound_check {
+        host_ns += sw.ids * p.params().host_id_bound_check_ps_per_id / 1000 / w.host.threads as u64;
+    }
+    host_ns
+}
+
+/// One SparseCore's forward and backward passes of one step, costed by the SparseCore model: compute
+/// cycles, HBM bytes and padding bytes of each, and each tile's cycles (trace detail). The builder
+/// only wires them.
+struct ScStepCost {
+    fwd: (u64, u64, u64),
+    bwd: (u64, u64, u64),
+    fwd_tiles: Vec<u64>,
+    bwd_tiles: Vec<u64>,
+}
+
+fn sc_step_cost(p: &Plan, sw: &super::work::StepWork, s: usize) -> ScStepCost {
+    let (w, sc, params, groups) = (&p.w, &p.sc, p.params(), p.serial_groups);
+    let (mut fc, mut fb, mut fp, mut bc, mut bb, mut bp) = (0u64, 0u64, 0u64, 0u64, 0u64, 0u64);
+    // Each tile's compute cycles (forward, backward): its share of the ids and rows.
+    let tiles = sc.tiles.max(1) as usize;
+    let (mut ft, mut bt) = (vec![0u64; tiles], vec![0u64; tiles]);
+    for (k, st) in p.stacks.iter().enumerate() {
+        let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
+        let f = sc.forward(wk, st.dim, st.elem_bytes);
+        let bk = sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
+        let passes = sw.minibatches.get(k).copied().unwrap_or(1) as u64;
+        // Vector passes over the gathered rows: NaN checks (forward and backward) and
+        // quantise + dequantise (forward).
+        let lanes = if st.elem_bytes == 2 {
+            sc.lanes_bf16
+        } else {
+            sc.lanes_f32
+        }
+        .max(1) as u64;
+        let row_pass = wk.ids * st.dim.div_ceil(lanes) / sc.tiles.max(1) as u64;
+        let nan = if w.xla_sc_detect_nan { row_pass } else { 0 };
+        let quant = if w.quantization.is_some() { 2 * row_pass } else { 0 };
+        let fixed = params.sc_pass_launch_cycles * passes + nan;
+        for (t, (a, b)) in ft.iter_mut().zip(bt.iter_mut()).enumerate() {
+            *a += sc.forward_tile_cycles(wk, st.dim, st.elem_bytes, t as u32) + fixed + quant;
+            *b += sc.backward_tile_cycles(wk, st.dim, st.elem_bytes, st.optimizer, t as u32) + fixed;
+        }
+        fc += f.compute_cycles + params.sc_pass_launch_cycles * passes + nan + quant;
+        fb += f.hbm_bytes;
+        fp += f.hbm_padding_bytes;
+        bc += bk.compute_cycles + params.sc_pass_launch_cycles * passes + nan;
+        bb += bk.hbm_bytes;
+        bp += bk.hbm_padding_bytes;
+    }
+    if p.has_sparsecore_tables() {
+        let barrier = params.sc_serial_barrier_cycles * (groups - 1);
+        fc += barrier;
+        bc += barrier;
+        ft.iter_mut().chain(bt.iter_mut()).for_each(|c| *c += barrier);
+    }
+    ScStepCost {
+        fwd: (fc, fb, fp),
+        bwd: (bc, bb, bp),
+        fwd_tiles: ft,
+        bwd_tiles: bt,
+    }
+}
+
+/// One bandwidth resource per link group of the slice (`ICI x+`, ...), each at one link's rate.
+fn ici_links(
+    e: &mut Engine,
+    chip: &str,
+    slice: &sim_tpu::topology::SliceShape,
+    link_bytes_per_s: u64,
+) -> Result<Vec<(LinkGroup, ResourceId)>, WorkloadError> {
+    link_groups(slice)
+        .into_iter()
+        .map(|g| {
+            e.add_bandwidth(chip, &format!("ICI {}", g.name()), link_bytes_per_s)
+                .map(|r| (g, r))
+                .map_err(err)
+        })
+        .collect()
+}
+
+/// A collective's transfers: on each link group it loads, the bytes that take that group's time
+/// alone at `link_bytes_per_s`. Groups the chip does not have are skipped.
+pub fn link_transfers(links: &[(LinkGroup, ResourceId)], link_bytes_per_s: u64, loads: &LinkLoads) -> Vec<Task> {
+    loads
+        .per_group_ps
+        .iter()
+        .filter_map(|&(group, ps)| {
+            let &(_, res) = links.iter().find(|(g, _)| *g == group)?;
+            let bytes = (ps as u128 * link_bytes_per_s as u128 / 1_000_000_000_000) as u64;
+            Some(Task::transfer(res, bytes))
+        })
+        .collect()
+}
+
+#[cfg(test)]
+mod link_tests {
+    use super::*;
+    use sim_tpu::topology::SliceShape;
+
+    /// Two collectives started together on a 4x4x8 slice's links at 1 GB/s; when the last ends, ps.
+    fn both_done(a: &LinkLoads, b: &LinkLoads) -> u64 {
+        let v4 = sim_tpu::chips::Chip::preset("v4").unwrap().spec;
+        let slice = SliceShape::for_chip(&v4, 128, None).unwrap();
+        let mut e = Engine::new();
+        let links = ici_links(&mut e, "chip 0", &slice, 1_000_000_000).unwrap();
+        for loads in [a, b] {
+            for t in link_transfers(&links, 1_000_000_000, loads) {
+                e.add_task(t);
+            }
+        }
+        e.run().unwrap().makespan.0
+    }
+
+    fn on(groups: &[(usize, bool)], ps: u64) -> LinkLoads {
+        LinkLoads {
+            per_group_ps: groups
+                .iter()
+                .map(|&(axis, positive)| (LinkGroup { axis, positive }, ps))
+                .collect(),
+            latency_hops: 0,
+        }
+    }
+
+    #[test]
+    fn collectives_share_only_the_links_they_both_load() {
+        // 1 ms each alone (1 MB on a 1 GB/s link). On different dimensions, or opposite directions
+        // of one, they run side by side: 1 ms. On the same dimension and direction they split the
+        // links' rate: both end at 2 ms.
+        let x = on(&[(0, true), (0, false)], 1_000_000_000);
+        let y = on(&[(1, true), (1, false)], 1_000_000_000);
+        assert_eq!(both_done(&x, &y), 1_000_000_000);
+        let x_plus = on(&[(0, true)], 1_000_000_000);
+        let x_minus = on(&[(0, false)], 1_000_000_000);
+        assert_eq!(both_done(&x_plus, &x_minus), 1_000_000_000);
+        assert_eq!(both_done(&x, &x), 2_000_000_000);
+        // Sharing one direction of one dimension only: that group carries 2 ms of bytes, the rest 1.
+        let xy = on(&[(0, true), (1, true)], 1_000_000_000);
+        assert_eq!(both_done(&xy, &x_plus), 2_000_000_000);
+    }
 }

@@ -54,19 +54,7 @@ pub struct Segment {
     pub end: u64,
 }
 
-/// Steps simulated before the measured ones so the pipeline is full and the host's lead settled
-/// when the window opens: the host starts up to `prefetch` steps ahead, and a pipelined schedule
-/// settles into its two-step pattern after the first two steps.
-pub fn warmup_steps(prefetch: u32) -> usize {
-    prefetch.max(1) as usize + 2
-}
-
-/// Steps simulated after the last measured one so every unit is still at its steady-state work
-/// when the window closes: the host works up to `prefetch` steps ahead, and a pipelined
-/// SparseCore runs step i+2's lookups beside step i's updates.
-pub fn drain_steps(prefetch: u32) -> usize {
-    prefetch.max(1) as usize + 2
-}
+pub use super::window::{drain_steps, warmup_steps};
 
 /// Reads the run: the graph's steps are warm-up steps, the `measured` steps asked for, then drain
 /// steps; the window runs from the end of the last warm-up step to the end of the last measured one.
@@ -128,8 +116,8 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun, measured: usize) -> Meas
     let busy_fraction = BusyFraction {
         tc: busy(&|s: &Span| s.track.thread == "TC"),
         sc: sc_busy,
-        hbm: utilisation(&recorder, "HBM", spec.hbm_bytes_per_s, window),
-        ici: utilisation(&recorder, "ICI", g.ici_bytes_per_s, window),
+        hbm: utilisation(&recorder, &["HBM".to_string()], spec.hbm_bytes_per_s, window),
+        ici: utilisation(&recorder, &ici_threads(g), g.ici_bytes_per_s, window),
         host: busy(&|s: &Span| s.track.process == "host"),
     };
     Measured {
@@ -232,19 +220,27 @@ pub fn per_stage(segments: &[Segment], steps: u64) -> Vec<(Stage, u64)> {
 /// Bytes a bandwidth resource moved inside the window over what it could move: the engine's
 /// "<thread> GB/s" counter (the rate in use, piecewise constant between samples) integrated over
 /// the window, so fluid sharing inside a transfer that the window cuts is counted as it ran.
-fn utilisation(rec: &Recorder, thread: &str, bytes_per_s: u64, window: (u64, u64)) -> f64 {
-    let name = format!("{thread} GB/s");
-    let samples: Vec<(u64, f64)> = rec
-        .counters
-        .iter()
-        .filter(|c| c.name == name)
-        .map(|c| (c.time.0, c.value))
-        .collect();
+/// The ICI link groups' resource names (`ICI x+`, ...).
+pub fn ici_threads(g: &StepGraph) -> Vec<String> {
+    g.units.ici.iter().map(|(l, _)| format!("ICI {}", l.name())).collect()
+}
+
+/// Bytes the resources named `threads` moved in the window over what `bytes_per_s` could have.
+fn utilisation(rec: &Recorder, threads: &[String], bytes_per_s: u64, window: (u64, u64)) -> f64 {
     let mut moved = 0.0;
-    for (i, &(t, gb_per_s)) in samples.iter().enumerate() {
-        let until = samples.get(i + 1).map_or(window.1, |s| s.0);
-        let inside = until.min(window.1).saturating_sub(t.max(window.0));
-        moved += gb_per_s * 1e9 * inside as f64 / 1e12;
+    for thread in threads {
+        let name = format!("{thread} GB/s");
+        let samples: Vec<(u64, f64)> = rec
+            .counters
+            .iter()
+            .filter(|c| c.name == name)
+            .map(|c| (c.time.0, c.value))
+            .collect();
+        for (i, &(t, gb_per_s)) in samples.iter().enumerate() {
+            let until = samples.get(i + 1).map_or(window.1, |s| s.0);
+            let inside = until.min(window.1).saturating_sub(t.max(window.0));
+            moved += gb_per_s * 1e9 * inside as f64 / 1e12;
+        }
     }
     // + 0.0: an empty float sum is -0.0.
     moved / (bytes_per_s.max(1) as f64 * (window.1 - window.0) as f64 / 1e12) + 0.0

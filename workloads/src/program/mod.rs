@@ -16,6 +16,7 @@ pub mod limits;
 pub mod measure;
 pub mod memory;
 pub mod resolve;
+pub mod window;
 pub mod work;
 
 use std::collections::{BTreeMap, HashMap};
@@ -93,7 +94,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
         .cache
         .as_ref()
         .zip(shape.as_deref())
-        .and_then(|(c, k)| c.take_graph(k));
+        .and_then(|(c, k)| c.take_graph::<graph::StepGraph>(k));
     let graph = graph::rebuild(&plan, &work, &dense, old)?;
     let (run, extrapolated_steps) = run_engine(&graph, work.period, opts.simulate_every_step)?;
     let mut measured = measure::measure(&plan, &graph, run, w.steps as usize);
@@ -111,28 +112,9 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     let mem = memory::size(&plan, &work, &dense, &limits);
     let reasons = advice::fit_reasons(&plan, &mem, &limits.stacks, &work);
     let bottleneck = advice::bottleneck(&plan, &measured, &reasons);
-    let spec = plan.spec();
     let steps = w.steps as u64;
 
-    // HBM traffic per step, the mean of the measured steps: SparseCore passes and TensorCore kernels.
-    let (mut hbm_bytes, mut hbm_pad) = (0u64, 0u64);
-    let counted = work.steps.len().max(1) as u64;
-    for sw in &work.steps {
-        for s in 0..spec.sparsecores_per_chip as usize {
-            for (k, st) in plan.stacks.iter().enumerate() {
-                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
-                let f = plan.sc.forward(wk, st.dim, st.elem_bytes);
-                let b = plan.sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
-                hbm_bytes += f.hbm_bytes + b.hbm_bytes;
-                hbm_pad += f.hbm_padding_bytes + b.hbm_padding_bytes;
-            }
-        }
-    }
-    (hbm_bytes, hbm_pad) = (hbm_bytes / counted, hbm_pad / counted);
-    for k in dense.kernels() {
-        hbm_bytes += k.hbm_bytes;
-        hbm_pad += k.hbm_bytes - k.hbm_unpadded.min(k.hbm_bytes);
-    }
+    let (hbm_bytes, hbm_pad) = hbm_per_step(&plan, &work, &dense);
     let step_s = measured.step_ps as f64 / 1e12;
     let summary = RunSummary {
         step_time_us: measured.step_ps as f64 / 1e6,
@@ -177,20 +159,94 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
     };
     let summary = with_hlo_band(summary, &dense, plan.model.clock_hz);
 
-    // Start-up: tables (with slots) initialised on the host and copied over PCIe (the two overlap in
-    // chunks), or written on the device at HBM bandwidth.
+    let startup_ps = startup_ps(&plan, &mem);
+    let chip_constants = chip_constants(&plan);
+    let padding_per_buffer = padding_per_buffer(&plan, &mem);
+    let mut result = RunResult {
+        summary,
+        recorder: measured.recorder,
+        bottleneck_stage: bottleneck.stage,
+        bottleneck: bottleneck.sentence,
+        chip_constants,
+        padding_per_buffer,
+        step_times: measured.step_times,
+        knobs: Vec::new(),
+        warnings: advice::warnings(&plan, &work, &mem),
+        memory_breakdown: mem.breakdown.clone(),
+        startup_ps,
+        straggler: advice::straggler_text(&plan, &work),
+        nan: None,
+        extrapolated_steps,
+    };
+    if opts.functional {
+        train_on_schedule(w, &mut result)?;
+    }
+    result.knobs = knob_report(&plan, &work, &mem, &limits, &result);
+    Ok(result)
+}
+
+/// Trains the small functional model on the run's schedule: the loss per step, and a NaN as a
+/// reason the run does not fit.
+fn train_on_schedule(w: &Workload, result: &mut RunResult) -> Result<(), WorkloadError> {
+    let t = crate::functional::train(w, &result.step_times)?;
+    result.summary.loss = t.losses;
+    if let Some(n) = t.nan {
+        result.summary.fits = false;
+        result.summary.fit_reasons.push(FitReason {
+            kind: FitKind::Nan,
+            message: n.clone(),
+            needed_bytes: None,
+            capacity_bytes: None,
+        });
+        result.nan = Some(n);
+    }
+    Ok(())
+}
+
+/// HBM traffic per step, bytes and padding bytes: the mean of the measured steps' SparseCore passes
+/// plus the TensorCore kernels.
+fn hbm_per_step(plan: &Plan, work: &work::RunWork, dense: &dense::DenseProgram) -> (u64, u64) {
+    let spec = plan.spec();
+    let (mut hbm_bytes, mut hbm_pad) = (0u64, 0u64);
+    let counted = work.steps.len().max(1) as u64;
+    for sw in &work.steps {
+        for s in 0..spec.sparsecores_per_chip as usize {
+            for (k, st) in plan.stacks.iter().enumerate() {
+                let wk = sw.per_stack.get(k).and_then(|v| v.get(s)).copied().unwrap_or_default();
+                let f = plan.sc.forward(wk, st.dim, st.elem_bytes);
+                let b = plan.sc.backward(wk, st.dim, st.elem_bytes, st.optimizer);
+                hbm_bytes += f.hbm_bytes + b.hbm_bytes;
+                hbm_pad += f.hbm_padding_bytes + b.hbm_padding_bytes;
+            }
+        }
+    }
+    (hbm_bytes, hbm_pad) = (hbm_bytes / counted, hbm_pad / counted);
+    for k in dense.kernels() {
+        hbm_bytes += k.hbm_bytes;
+        hbm_pad += k.hbm_bytes - k.hbm_unpadded.min(k.hbm_bytes);
+    }
+    (hbm_bytes, hbm_pad)
+}
+
+/// Start-up, ps: tables (with slots) initialised on the host and copied over PCIe (the two overlap
+/// in chunks), or written on the device at HBM bandwidth.
+fn startup_ps(plan: &Plan, mem: &memory::Memory) -> u64 {
+    let (w, spec) = (&plan.w, plan.spec());
     let table_bytes = mem.sparsecore.tables_bytes;
     let on_device = w.enable_fast_table_initialization || !w.initialize_tables_on_host;
-    let startup_ps = if on_device {
+    if on_device {
         table_bytes.saturating_mul(1_000_000) / (spec.hbm_bytes_per_s / 1_000_000).max(1)
     } else {
         let fill = table_bytes.saturating_mul(1_000_000)
             / (plan.params().host_init_bytes_per_s_per_thread * w.host.threads as u64 / 1_000_000).max(1);
         let copy = table_bytes.saturating_mul(1_000_000) / (spec.host_link_bytes_per_s / 1_000_000).max(1);
         fill.max(copy)
-    };
-    let chip_constants = plan
-        .chip
+    }
+}
+
+/// Every chip value and step parameter of the run: name, value, source.
+fn chip_constants(plan: &Plan) -> Vec<(String, String, String)> {
+    plan.chip
         .to_json()
         .as_object()
         .map(|o| {
@@ -204,9 +260,12 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 })
                 .collect()
         })
-        .unwrap_or_default();
-    let padding_per_buffer: Vec<(String, u64, u64)> = mem
-        .sparsecore
+        .unwrap_or_default()
+}
+
+/// Each table's buffer, padded and unpadded bytes, named with its stack and optimizer slots.
+fn padding_per_buffer(plan: &Plan, mem: &memory::Memory) -> Vec<(String, u64, u64)> {
+    mem.sparsecore
         .tables
         .iter()
         .map(|(name, padded, unpadded)| {
@@ -227,39 +286,7 @@ pub fn simulate(w: &Workload, opts: &RunOptions) -> Result<RunResult, WorkloadEr
                 *unpadded,
             )
         })
-        .collect();
-    let mut result = RunResult {
-        summary,
-        recorder: measured.recorder,
-        bottleneck_stage: bottleneck.stage,
-        bottleneck: bottleneck.sentence,
-        chip_constants,
-        padding_per_buffer,
-        step_times: measured.step_times,
-        knobs: Vec::new(),
-        warnings: advice::warnings(&plan, &work, &mem),
-        memory_breakdown: mem.breakdown.clone(),
-        startup_ps,
-        straggler: advice::straggler_text(&plan, &work),
-        nan: None,
-        extrapolated_steps,
-    };
-    if opts.functional {
-        let t = crate::functional::train(w, &result.step_times)?;
-        result.summary.loss = t.losses;
-        if let Some(n) = t.nan {
-            result.summary.fits = false;
-            result.summary.fit_reasons.push(FitReason {
-                kind: FitKind::Nan,
-                message: n.clone(),
-                needed_bytes: None,
-                capacity_bytes: None,
-            });
-            result.nan = Some(n);
-        }
-    }
-    result.knobs = knob_report(&plan, &work, &mem, &limits, &result);
-    Ok(result)
+        .collect()
 }
 
 /// Runs the task graph; when every step's work repeats with `period` steps (NPZ ids,
