@@ -10,6 +10,8 @@
 
 use crate::chips::ChipSpec;
 
+pub mod groups;
+
 /// Errors of slice shapes.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopologyError {
@@ -207,6 +209,16 @@ impl SliceShape {
         Ok(SliceShape { dims, wraparound })
     }
 
+    /// The slice a shape's text names for this chip (`8x8x8`: its chips are the product).
+    pub fn from_text(chip: &ChipSpec, text: &str) -> Result<SliceShape, TopologyError> {
+        let chips = text
+            .split('x')
+            .map(|d| d.trim().parse::<u64>().ok().filter(|&v| v > 0))
+            .try_fold(1u64, |p, d| d.and_then(|d| p.checked_mul(d)))
+            .unwrap_or(0);
+        SliceShape::for_chip(chip, chips, Some(text))
+    }
+
     /// Chips in the slice.
     pub fn chips(&self) -> u64 {
         self.dims.iter().map(|&d| d as u64).product()
@@ -231,20 +243,8 @@ impl SliceShape {
     /// bytes/k (dimension-ordered routing), so the busiest link there moves bytes/k times the most
     /// pairs routed over one link; dimensions work at once, so the slowest one sets the time.
     pub fn all_to_all(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let worst = self
-            .axes()
-            .map(|(k, w)| {
-                let half_pairs = max_link_half_pairs(k, w) as u128;
-                // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
-                (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
-                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128)
-            })
-            .max()
-            .unwrap_or(0);
-        CollectiveTime {
-            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
-            latency_hops: self.diameter(),
-        }
+        let axes: Vec<Ring> = self.axes().map(|(k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        all_to_all_on(&axes, bytes_per_chip, link_bytes_per_s)
     }
 
     /// An all-reduce of `bytes` on every chip: reduce-scatter then all-gather along each dimension
@@ -253,30 +253,85 @@ impl SliceShape {
     /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the
     /// ring steps of every dimension, one after another.
     pub fn all_reduce(&self, bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let axes: Vec<(u64, bool)> = self.axes().collect();
-        let n = axes.len() as u128;
-        if n == 0 {
-            return CollectiveTime::default();
+        let axes: Vec<Ring> = self.axes().map(|(k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        all_reduce_on(&axes, bytes, link_bytes_per_s)
+    }
+}
+
+/// One torus dimension a collective runs along: `k` chips spaced `stride` apart, a ring where the group
+/// closes the slice's wraparound, else a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Ring {
+    /// Chips of the group along this dimension.
+    pub k: u64,
+    /// Whether they form a ring (wraparound links close it).
+    pub wrap: bool,
+    /// Positions between neighbours of the group (1: adjacent chips). Groups interleaved with a stride
+    /// share the links between their members, so each link carries `stride` groups' traffic.
+    pub stride: u64,
+}
+
+fn ps(numerator: u128, denominator: u128) -> u64 {
+    u64::try_from(numerator * 1_000_000_000_000 / denominator.max(1)).unwrap_or(u64::MAX)
+}
+
+/// A uniform all-to-all over the grid `axes` (each chip sends `bytes_per_chip` spread evenly over the
+/// group, itself included): dimension-ordered routing, the busiest dimension's busiest link.
+pub fn all_to_all_on(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    let worst = axes
+        .iter()
+        .filter(|r| r.k > 1)
+        .map(|r| {
+            let half_pairs = max_link_half_pairs(r.k, r.wrap) as u128 * r.stride as u128;
+            // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
+            ps(
+                bytes_per_chip as u128 * half_pairs,
+                2 * r.k as u128 * link_bytes_per_s.max(1) as u128,
+            )
+        })
+        .max()
+        .unwrap_or(0);
+    CollectiveTime {
+        bandwidth_ps: worst,
+        latency_hops: axes
+            .iter()
+            .filter(|r| r.k > 1)
+            .map(|r| r.stride * if r.wrap { r.k / 2 } else { r.k - 1 })
+            .sum(),
+    }
+}
+
+/// An all-reduce of `bytes` on every chip of the grid `axes`: reduce-scatter then all-gather along each
+/// dimension (a bidirectional ring where it wraps, a line, i.e. a folded ring at half that rate, where it
+/// does not), the data split into one chunk per dimension, each chunk taking the dimensions in its own
+/// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the ring
+/// steps of every dimension, one after another.
+pub fn all_reduce_on(axes: &[Ring], bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    let axes: Vec<&Ring> = axes.iter().filter(|r| r.k > 1).collect();
+    let n = axes.len() as u128;
+    if n == 0 {
+        return CollectiveTime::default();
+    }
+    let prod_all: u128 = axes.iter().map(|x| x.k as u128).product();
+    let mut worst = 0u64;
+    for (a, r) in axes.iter().enumerate() {
+        // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
+        let mut vol_units = 0u128;
+        for j in 0..axes.len() {
+            let pos = (a + axes.len() - j) % axes.len();
+            let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].k as u128).product();
+            vol_units += prod_all / before;
         }
-        let mut worst = 0u128;
-        for (a, &(k, wrap)) in axes.iter().enumerate() {
-            // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
-            let prod_all: u128 = axes.iter().map(|x| x.0 as u128).product();
-            let mut vol_units = 0u128; // bytes x vol_units / (n x prod_all)
-            for j in 0..axes.len() {
-                let pos = (a + axes.len() - j) % axes.len();
-                let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].0 as u128).product();
-                vol_units += prod_all / before;
-            }
-            let lanes = if wrap { 2 } else { 1 };
-            let ps = 2 * bytes as u128 * vol_units * (k as u128 - 1) * 1_000_000_000_000
-                / (n * prod_all * k as u128 * lanes * link_bytes_per_s.max(1) as u128);
-            worst = worst.max(ps);
-        }
-        CollectiveTime {
-            bandwidth_ps: u64::try_from(worst).unwrap_or(u64::MAX),
-            latency_hops: axes.iter().map(|&(k, _)| 2 * (k - 1)).sum(),
-        }
+        let lanes = if r.wrap { 2 } else { 1 };
+        let t = ps(
+            2 * bytes as u128 * vol_units * (r.k as u128 - 1) * r.stride as u128,
+            n * prod_all * r.k as u128 * lanes * link_bytes_per_s.max(1) as u128,
+        );
+        worst = worst.max(t);
+    }
+    CollectiveTime {
+        bandwidth_ps: worst,
+        latency_hops: axes.iter().map(|r| 2 * (r.k - 1) * r.stride).sum(),
     }
 }
 
