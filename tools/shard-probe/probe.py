@@ -44,7 +44,10 @@ def mesh_for(topo_name):
     while len(dims) < 3:
         dims.append(1)
     cores = len(devs) // int(np.prod(dims))
-    # Device order is core fastest, then x, y, z (checked against each device's coordinates below).
+    # The mesh takes the devices in coordinate order (core fastest, then x, y, z), so a replica group's
+    # logical ids count the same way (what `tpusim hlo --slice` assumes); the runtime's own device order
+    # differs on larger slices (host by host).
+    devs.sort(key=lambda d: (d.coords[2], d.coords[1], d.coords[0], getattr(d, "core_on_chip", 0)))
     for i, d in enumerate(devs):
         chip = i // cores
         want = [chip % dims[0], chip // dims[0] % dims[1], chip // (dims[0] * dims[1])]

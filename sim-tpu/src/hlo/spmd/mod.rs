@@ -8,6 +8,7 @@
 //! ICI is free, and only the kernels that read its result wait for it ([`schedule`]).
 
 pub mod mesh;
+pub mod oracle;
 pub mod report;
 pub mod schedule;
 
@@ -141,6 +142,8 @@ pub struct SliceCost {
     pub collective_kernels: Vec<usize>,
     /// Each kernel's start cycle in the step.
     pub kernel_starts: Vec<u64>,
+    /// Opcodes of the collective kernels' instructions, counted (they leave the unmodelled counts).
+    pub collective_opcodes: BTreeMap<String, u64>,
     /// Warnings (collectives the slice model does not see).
     pub warnings: Vec<String>,
 }
@@ -271,6 +274,12 @@ pub fn cost_on_slice(
         ));
     }
     let plan = schedule::run(&g, cost, &mut by_node);
+    let mut collective_opcodes = BTreeMap::new();
+    for &k in &plan.collective_kernels {
+        for &n in &cost.kernels[k].nodes {
+            *collective_opcodes.entry(g.nodes[n].ins.opcode.clone()).or_insert(0) += 1;
+        }
+    }
     let step_cycles = plan.step_cycles;
     let mut collectives: Vec<CollectiveCost> = by_node.into_values().collect();
     let mut by_kind = BTreeMap::new();
@@ -297,6 +306,7 @@ pub fn cost_on_slice(
         collectives,
         collective_kernels: plan.collective_kernels,
         kernel_starts: plan.kernel_starts,
+        collective_opcodes,
         warnings,
     })
 }

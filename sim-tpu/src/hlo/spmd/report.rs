@@ -1,7 +1,6 @@
 //! `tpusim hlo --slice`: the per-device report without the collectives' kernels, plus the slice, each
 //! collective and the step.
 
-use super::super::collective::CollectiveKind;
 use super::super::{cost_module, report_from_cost, HloError, HloModule, HloReport};
 use super::mesh::Mesh;
 use super::{cost_on_slice, CollectiveCost, SliceInfo, StepCost};
@@ -76,20 +75,11 @@ pub fn report_on_slice(
     // The collectives' kernels leave the per-device kernels (and the unmodelled counts): the slice costs them.
     let mut removed = 0u64;
     for &k in sc.collective_kernels.iter().rev() {
-        let kc = cost.kernels.remove(k);
-        removed = removed.saturating_add(kc.cycles);
-        for ins in &kc.instructions {
-            let op = module
-                .computations
-                .iter()
-                .flat_map(|c| &c.instructions)
-                .find(|i| &i.name == ins)
-                .map(|i| i.opcode.clone());
-            if let Some(op) = op.filter(|o| CollectiveKind::of_opcode(o).is_some() || CollectiveKind::is_done(o)) {
-                if let Some(n) = cost.unmodelled.get_mut(&op) {
-                    *n = n.saturating_sub(1);
-                }
-            }
+        removed = removed.saturating_add(cost.kernels.remove(k).cycles);
+    }
+    for (op, n) in &sc.collective_opcodes {
+        if let Some(u) = cost.unmodelled.get_mut(op) {
+            *u = u.saturating_sub(*n);
         }
     }
     cost.unmodelled.retain(|_, n| *n > 0);

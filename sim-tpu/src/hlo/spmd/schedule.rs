@@ -155,8 +155,10 @@ pub fn run(g: &Graph<'_>, cost: &ModuleCost, collectives: &mut BTreeMap<usize, C
             st.succs[p].push(k);
         }
     }
-    for k in 0..n {
-        if st.waiting[k] == 0 {
+    // Items without inputs, taken before any release (a release makes more items ready).
+    let roots: Vec<usize> = (0..n).filter(|&k| st.waiting[k] == 0).collect();
+    for k in roots {
+        {
             if items[k].collective.is_some() {
                 let e = st.run_collective(k, 0, collectives);
                 st.release(k, e, collectives);
