@@ -9,7 +9,7 @@
 
 use serde::Serialize;
 
-use super::{all_reduce_on, all_to_all_on, CollectiveTime, Ring, SliceShape};
+use super::{all_reduce_lanes, all_reduce_on, all_to_all_routed, CollectiveTime, Ring, SliceShape};
 
 /// Devices of a slice: its shape and the devices on each chip.
 #[derive(Clone, Debug, PartialEq, Eq)]
@@ -140,7 +140,9 @@ impl DeviceMap {
             if pos.windows(2).any(|w| w[1] - w[0] != stride) {
                 return None;
             }
-            let wrap = wraps && k * stride as u64 == size as u64;
+            // A dimension of two chips has two links between them (each chip's + and - ports reach the
+            // other): the compiler's scheduler prices a pair's all-gather and all-to-all at twice one link.
+            let wrap = (wraps || size == 2) && k * stride as u64 == size as u64;
             rings.push(Ring {
                 k,
                 wrap,
@@ -200,10 +202,33 @@ impl DeviceMap {
         let Some(rings) = self.rings(&chips) else {
             return Ok(self.irregular(bytes, reduce, n_chips, link_bytes_per_s));
         };
-        let mut time = if reduce == 0 {
-            all_to_all_on(&rings, bytes, link_bytes_per_s)
-        } else {
-            all_reduce_on(&rings, bytes, link_bytes_per_s)
+        // As the compiler runs them (its scheduler's prices, `tools/shard-probe/`): all-to-all sends every
+        // message one way round each ring; an all-reduce over one pair is a unidirectional ring
+        // (`UniDirection1DRingStrategy`), any other uses both directions of every link (rings, and lines as
+        // folded rings).
+        let single_pair = rings.len() == 1 && rings[0].k == 2;
+        let mut time = match reduce {
+            0 => all_to_all_routed(&rings, bytes, link_bytes_per_s, true),
+            2 => all_reduce_lanes(&rings, bytes, link_bytes_per_s, &|_: &Ring| {
+                if single_pair {
+                    1
+                } else {
+                    2
+                }
+            }),
+            // An all-gather over several dimensions (but a 2x2 grid) runs as one bidirectional ring through
+            // all the group's chips (the compiler's `1DAllGatherNonMajorDim`); lines are folded rings.
+            _ if rings.len() > 1 && n_chips > 4 => all_reduce_lanes(
+                &[Ring {
+                    k: n_chips,
+                    wrap: true,
+                    stride: 1,
+                }],
+                bytes,
+                link_bytes_per_s,
+                &|_: &Ring| 2,
+            ),
+            _ => all_reduce_lanes(&rings, bytes, link_bytes_per_s, &|_: &Ring| 2),
         };
         if reduce == 1 {
             // Half an all-reduce: one of its two phases.
@@ -233,7 +258,7 @@ impl DeviceMap {
             stride: 1,
         }];
         let mut time = if reduce == 0 {
-            all_to_all_on(&line, bytes, link_bytes_per_s)
+            all_to_all_routed(&line, bytes, link_bytes_per_s, true)
         } else {
             all_reduce_on(&line, bytes, link_bytes_per_s)
         };

@@ -278,11 +278,23 @@ fn ps(numerator: u128, denominator: u128) -> u64 {
 /// A uniform all-to-all over the grid `axes` (each chip sends `bytes_per_chip` spread evenly over the
 /// group, itself included): dimension-ordered routing, the busiest dimension's busiest link.
 pub fn all_to_all_on(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    all_to_all_routed(axes, bytes_per_chip, link_bytes_per_s, false)
+}
+
+/// [`all_to_all_on`] with every message sent the same way round each ring when `one_way` (the XLA TPU
+/// compiler's all-to-all emitter, as its scheduler prices it): a link of a k-ring then carries k(k-1)/2 of the
+/// ordered pairs, on a line as on a ring.
+pub fn all_to_all_routed(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64, one_way: bool) -> CollectiveTime {
     let worst = axes
         .iter()
         .filter(|r| r.k > 1)
         .map(|r| {
-            let half_pairs = max_link_half_pairs(r.k, r.wrap) as u128 * r.stride as u128;
+            let pairs = if one_way {
+                r.k * (r.k - 1)
+            } else {
+                max_link_half_pairs(r.k, r.wrap)
+            };
+            let half_pairs = pairs as u128 * r.stride as u128;
             // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
             ps(
                 bytes_per_chip as u128 * half_pairs,
@@ -307,6 +319,17 @@ pub fn all_to_all_on(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64) 
 /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the ring
 /// steps of every dimension, one after another.
 pub fn all_reduce_on(axes: &[Ring], bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    all_reduce_lanes(axes, bytes, link_bytes_per_s, &|r: &Ring| if r.wrap { 2 } else { 1 })
+}
+
+/// [`all_reduce_on`] with the rings' directions given per dimension (`lanes`: 2 for a bidirectional ring,
+/// 1 for a unidirectional one or a line).
+pub fn all_reduce_lanes(
+    axes: &[Ring],
+    bytes: u64,
+    link_bytes_per_s: u64,
+    lanes: &dyn Fn(&Ring) -> u128,
+) -> CollectiveTime {
     let axes: Vec<&Ring> = axes.iter().filter(|r| r.k > 1).collect();
     let n = axes.len() as u128;
     if n == 0 {
@@ -322,7 +345,7 @@ pub fn all_reduce_on(axes: &[Ring], bytes: u64, link_bytes_per_s: u64) -> Collec
             let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].k as u128).product();
             vol_units += prod_all / before;
         }
-        let lanes = if r.wrap { 2 } else { 1 };
+        let lanes = lanes(r);
         let t = ps(
             2 * bytes as u128 * vol_units * (r.k as u128 - 1) * r.stride as u128,
             n * prod_all * r.k as u128 * lanes * link_bytes_per_s.max(1) as u128,

@@ -51,20 +51,26 @@ pub enum Part {
 pub const FIT_TOPOLOGIES: &[&str] = &["v5p:2x2x1", "v4:2x2x2", "v5e:2x2", "v6e:2x2", "tpu7x:2x2x1"];
 
 impl ProbeRecord {
-    /// The record's part of the split: sizes of 4^k bytes are fitted, the others held out.
+    /// The record's part of the split: sizes of 16^k bytes (1, 16, 256 MiB) are fitted, the others held out.
     pub fn part(&self) -> Part {
         if !FIT_TOPOLOGIES.contains(&self.topology.as_str()) {
             Part::HeldOutTopology
-        } else if self.bytes_per_device.trailing_zeros() % 2 == 0 {
+        } else if self.bytes_per_device.trailing_zeros() % 4 == 0 {
             Part::Fit
         } else {
             Part::HeldOutSize
         }
     }
 
-    /// Whether the scheduler priced it (reduce-scatter and async permutes it leaves at one cycle).
+    /// Whether the scheduler priced it (reduce-scatter and async permutes it leaves at one cycle) and the
+    /// recorded instruction is of the probed kind (a multi-dimension reduce-scatter is an all-reduce and a
+    /// slice in the optimized module: not compared).
     pub fn priced(&self) -> bool {
-        self.scheduler_us.is_some_and(|u| u > 0.01) && self.instruction.is_some()
+        let kind_ok = self
+            .instruction
+            .as_deref()
+            .is_some_and(|i| i.contains(&format!(" {}(", self.kind)) || i.contains(&format!(" {}-start(", self.kind)));
+        self.scheduler_us.is_some_and(|u| u > 0.01) && kind_ok
     }
 
     /// A module holding the record's collective on an f32 operand of the probed size.
