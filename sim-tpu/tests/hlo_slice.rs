@@ -47,7 +47,8 @@ fn all_reduce_on_a_pair_and_on_2x2x1() {
     assert_eq!(c.bandwidth_cycles, cycles(B / LINK * 1e6));
     assert_eq!(c.latency_cycles, cycles(2.0 + 1.0));
     // All four chips (2x2 grid): two chunks of B/2, one taking x then y, the other y then x. On its first axis
-    // a chunk moves 2 x 1/2 x B/2 = B/2, on its second (already halved) B/4: each axis carries 3B/4 one way.
+    // a chunk moves 2 x 1/2 x B/2 = B/2, on its second (already halved) B/4: each axis carries 3B/4, over both
+    // directions of its two links (a dimension of two chips has two links): 3B/8 one way per link.
     // Hops: 2 per axis.
     let m = module(
         "f32[1024,1024]{1,0}",
@@ -55,7 +56,7 @@ fn all_reduce_on_a_pair_and_on_2x2x1() {
         "replica_groups={{0,1,2,3}}, to_apply=add",
     );
     let c = one(&m, "2x2x1");
-    assert_eq!(c.bandwidth_cycles, cycles(0.75 * B / LINK * 1e6));
+    assert_eq!(c.bandwidth_cycles, cycles(0.375 * B / LINK * 1e6));
     assert_eq!(c.hops, 4);
     assert_eq!(c.latency_cycles, cycles(4.0 + 1.0));
     assert_eq!(c.cycles, c.bandwidth_cycles + c.latency_cycles);
