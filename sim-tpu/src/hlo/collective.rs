@@ -160,14 +160,65 @@ pub fn validate(ins: &Instruction) -> Result<(), String> {
     Collective::of(ins).map(|_| ())
 }
 
-const GROUPS_VALID: &str = "valid: {} (every device), {{0,1},{2,3}} (explicit groups of distinct ids), or \
-                            [G,S]<=[d1,...] with an optional T(permutation) (iota: G groups of S, G x S = d1 x ...)";
+const GROUPS_VALID: &str = "valid: {} (every device), {{0,1},{2,3}} (explicit groups of distinct ids), \
+                            [G,S]<=[d1,...] with an optional T(permutation) (iota: G groups of S, G x S = d1 x ...), \
+                            or mesh['a'=2,'b'=4] {'b'} (groups along the named mesh axes)";
+
+/// `mesh['a'=2,'b'=4] {'b'}` (after `mesh[`): devices row-major over the mesh axes (the last fastest); one
+/// group per position of the axes not named in braces, holding every position of those named.
+fn parse_mesh_groups(rest: &str) -> Result<Vec<Vec<u32>>, String> {
+    let close = rest
+        .find(']')
+        .ok_or_else(|| format!("mesh[ without its `]` ({GROUPS_VALID})"))?;
+    let mut axes: Vec<(String, u64)> = Vec::new();
+    for a in rest[..close].split(',') {
+        let (n, size) = a
+            .split_once('=')
+            .ok_or_else(|| format!("mesh axis `{}` without `=size` ({GROUPS_VALID})", a.trim()))?;
+        let size = size
+            .trim()
+            .parse::<u64>()
+            .ok()
+            .filter(|&s| s > 0)
+            .ok_or_else(|| format!("mesh axis size `{}` ({GROUPS_VALID})", size.trim()))?;
+        axes.push((n.trim().trim_matches('\'').to_string(), size));
+    }
+    let names = rest[close + 1..].trim();
+    let names = names
+        .strip_prefix('{')
+        .and_then(|x| x.strip_suffix('}'))
+        .ok_or_else(|| format!("expected {{'axis',...}} after the mesh ({GROUPS_VALID})"))?;
+    let named: Vec<String> = names
+        .split(',')
+        .map(|x| x.trim().trim_matches('\'').to_string())
+        .filter(|x| !x.is_empty())
+        .collect();
+    if let Some(bad) = named.iter().find(|n| !axes.iter().any(|(a, _)| a == *n)) {
+        return Err(format!("axis '{bad}' is not in the mesh ({GROUPS_VALID})"));
+    }
+    let n = axes
+        .iter()
+        .try_fold(1u64, |p, (_, s)| p.checked_mul(*s).filter(|&v| v <= MAX_DEVICES))
+        .ok_or_else(|| format!("more than {MAX_DEVICES} devices"))?;
+    let dims: Vec<u64> = axes.iter().map(|a| a.1).collect();
+    // Transpose so the named axes are fastest: then consecutive runs are the groups.
+    let mut perm: Vec<u64> = (0..axes.len() as u64)
+        .filter(|&i| !named.contains(&axes[i as usize].0))
+        .collect();
+    perm.extend((0..axes.len() as u64).filter(|&i| named.contains(&axes[i as usize].0)));
+    let size: u64 = axes.iter().filter(|a| named.contains(&a.0)).map(|a| a.1).product();
+    let ids = iota_transposed(&dims, &perm);
+    debug_assert_eq!(ids.len() as u64, n);
+    Ok(ids.chunks(size.max(1) as usize).map(|c| c.to_vec()).collect())
+}
 
 /// Reads `replica_groups` in its explicit or iota form.
 pub fn parse_groups(text: &str) -> Result<Vec<Vec<u32>>, String> {
     let t = text.trim();
     let groups = if t.starts_with('[') {
         parse_iota(t)?
+    } else if let Some(rest) = t.strip_prefix("mesh[") {
+        parse_mesh_groups(rest)?
     } else {
         parse_nested(t).map_err(|e| format!("{e} ({GROUPS_VALID})"))?
     };
@@ -374,6 +425,15 @@ mod tests {
         );
         assert_eq!(parse_groups("{{0,1},{2,3}}").unwrap(), vec![vec![0, 1], vec![2, 3]]);
         assert!(parse_groups("{}").unwrap().is_empty());
+        // mesh['a'=2,'b'=2] {'a'}: ids (a,b) -> 2a+b; groups along a: {0,2}, {1,3}.
+        assert_eq!(
+            parse_groups("mesh['a'=2,'b'=2] {'a'}").unwrap(),
+            vec![vec![0, 2], vec![1, 3]]
+        );
+        assert_eq!(
+            parse_groups("mesh['axis_0'=4] {'axis_0'}").unwrap(),
+            vec![vec![0, 1, 2, 3]]
+        );
     }
 
     #[test]

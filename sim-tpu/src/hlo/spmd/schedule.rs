@@ -58,7 +58,8 @@ fn items(g: &Graph<'_>, cost: &ModuleCost, collectives: &BTreeMap<usize, Collect
     let mut owner = vec![None; g.nodes.len()];
     for (k, kc) in cost.kernels.iter().enumerate() {
         for &n in &kc.nodes {
-            if let Some(o) = owner.get_mut(n) {
+            // A fused op recomputed by several kernels is first available from the earliest.
+            if let Some(o @ None) = owner.get_mut(n) {
                 *o = Some(k);
             }
         }
@@ -76,7 +77,10 @@ fn items(g: &Graph<'_>, cost: &ModuleCost, collectives: &BTreeMap<usize, Collect
             let mut preds = BTreeSet::new();
             for &n in &kc.nodes {
                 for &o in &g.nodes[n].operands {
-                    preds.extend(prod[o].iter().copied().filter(|&p| p != k));
+                    // Operands computed inside this kernel are not waited for.
+                    if !kc.nodes.contains(&o) {
+                        preds.extend(prod[o].iter().copied().filter(|&p| p != k));
+                    }
                 }
             }
             Item {
@@ -184,6 +188,22 @@ pub fn run(g: &Graph<'_>, cost: &ModuleCost, collectives: &mut BTreeMap<usize, C
         tc += items[k].cycles;
         compute += items[k].cycles;
         st.release(k, tc, collectives);
+    }
+    // Items never released (a dependency the kernel order does not respect) run last, in program order,
+    // so every kernel and collective is counted.
+    for k in 0..n {
+        if st.waiting[k] > 0 {
+            st.waiting[k] = 0;
+            if items[k].collective.is_some() {
+                let e = st.run_collective(k, tc, collectives);
+                st.end[k] = e;
+            } else {
+                starts[k] = tc;
+                tc += items[k].cycles;
+                compute += items[k].cycles;
+                st.end[k] = tc;
+            }
+        }
     }
     let collective_kernels = (0..n).filter(|&k| items[k].on_ici).collect();
     let step = st.end.iter().copied().max().unwrap_or(0).max(tc);
