@@ -164,3 +164,28 @@ fn malformed_groups_and_shardings_exit_2_naming_the_instruction() {
         "{err}"
     );
 }
+
+/// The README's table of sharded programs is what `tpusim hlo --slice --json` prints now
+/// (`tools/shard-probe/readme_table.py` regenerates it).
+#[test]
+fn readme_slice_table_is_current() {
+    let root = env!("CARGO_MANIFEST_DIR");
+    let readme = std::fs::read_to_string(format!("{root}/README.md")).unwrap();
+    let start = readme.find("| program | slice |").expect("README has the table");
+    let mut rows = 0;
+    for line in readme[start..].lines().skip(2).take_while(|l| l.starts_with('|')) {
+        let cells: Vec<&str> = line.trim_matches('|').split('|').map(str::trim).collect();
+        let (model, par) = cells[0].split_once(' ').unwrap();
+        let file = format!("{root}/testdata/shard/models/{model}.{par}.{}.hlo.txt", cells[1]);
+        let v = json(&["hlo", &file, "--chip", "v5p", "--slice", cells[1], "--json"]);
+        let s = &v["step"];
+        let per = s["step_us"].as_f64().unwrap() / s["step_cycles"].as_f64().unwrap().max(1.0);
+        let us = |k: &str| format!("{:.1}", s[k].as_f64().unwrap() * per);
+        assert_eq!(cells[2], format!("{:.1}", s["step_us"].as_f64().unwrap()), "{line}");
+        assert_eq!(cells[3], us("compute_cycles"), "{line}");
+        assert_eq!(cells[4], us("collective_cycles"), "{line}");
+        assert_eq!(cells[5], us("exposed_communication_cycles"), "{line}");
+        rows += 1;
+    }
+    assert!(rows >= 9, "{rows} rows");
+}

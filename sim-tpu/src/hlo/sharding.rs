@@ -146,9 +146,9 @@ fn parse_tiled(inner: &str) -> Result<Tiled, String> {
         .ok_or_else(|| format!("tile dims {tile_dims:?}: each positive, at most {MAX_DEVICES} devices"))?;
     let rest = rest[close + 1..].trim_start();
     // The device list ends where the options start.
-    let (list, opts) = match rest.find(|c: char| c == ' ' || c == 'l') {
-        Some(i) if rest[i..].trim_start().starts_with("last_tile") => (rest[..i].trim(), rest[i..].trim()),
-        _ => (rest.trim(), ""),
+    let (list, opts) = match rest.find("last_tile") {
+        Some(i) => (rest[..i].trim(), rest[i..].trim()),
+        None => (rest.trim(), ""),
     };
     let devices: Vec<u32> = if let Some(iota) = list.strip_prefix("<=") {
         let iota = iota.trim();

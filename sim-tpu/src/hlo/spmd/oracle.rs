@@ -55,7 +55,7 @@ impl ProbeRecord {
     pub fn part(&self) -> Part {
         if !FIT_TOPOLOGIES.contains(&self.topology.as_str()) {
             Part::HeldOutTopology
-        } else if self.bytes_per_device.trailing_zeros() % 4 == 0 {
+        } else if self.bytes_per_device.trailing_zeros().is_multiple_of(4) {
             Part::Fit
         } else {
             Part::HeldOutSize
