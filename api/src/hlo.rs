@@ -2,8 +2,8 @@
 
 use anyhow::{bail, Context};
 use serde_json::Value;
-use sim_tpu::chips::Chip;
-use sim_tpu::hlo::{report, HloModule, HloReport};
+pub use sim_tpu::chips::Chip;
+pub use sim_tpu::hlo::{report, HloModule, HloReport};
 
 /// Chip overrides from `chip.FIELD=VALUE` sets (numbers may be written 3.2e12).
 pub fn chip_overrides(sets: &[String]) -> crate::Result<Value> {
@@ -67,3 +67,105 @@ pub fn chrome_trace(r: &HloReport, chip: &Chip) -> crate::Result<Value> {
 
 /// The level of the error bands on `hlo` and `op` answers (a fraction: 0.8 is the 10th to 90th percentile).
 pub use sim_tpu::band::BAND_LEVEL;
+
+/// The slice `--slice TEXT` names for `chip` (e.g. `8x8x8` on v5p, `16x16` on v6e).
+pub fn slice(chip: &Chip, text: &str) -> crate::Result<sim_tpu::topology::SliceShape> {
+    Ok(sim_tpu::topology::SliceShape::from_text(&chip.spec, text).context("option --slice")?)
+}
+
+pub use sim_tpu::hlo::spmd::report::SliceReport;
+
+/// The per-device program and its collectives on a slice, with an optional `--mesh` naming the devices.
+pub fn hlo_slice_report(
+    module: &HloModule,
+    chip: &Chip,
+    slice: &sim_tpu::topology::SliceShape,
+    origin: &str,
+    mesh: Option<&str>,
+) -> crate::Result<SliceReport> {
+    let mesh = match mesh {
+        Some(t) => Some(sim_tpu::hlo::spmd::mesh::Mesh::parse(t).map_err(anyhow::Error::msg)?),
+        None => None,
+    };
+    Ok(
+        sim_tpu::hlo::spmd::report::report_on_slice(module, chip, slice, mesh.as_ref())
+            .with_context(|| origin.to_string())?,
+    )
+}
+
+/// The step on the slice as a Chrome trace (`--trace` with `--slice`).
+pub fn slice_trace(r: &SliceReport) -> Value {
+    r.chrome_trace(r.slice.clock_hz)
+}
+
+/// The human summary of `tpusim hlo --slice` (lines; the CLI prints them).
+pub fn slice_summary(r: &SliceReport, file: &str, top: usize) -> Vec<String> {
+    use sim_core::units::{bytes, duration_us, percent};
+    let s = &r.step;
+    let clock = r.slice.clock_hz;
+    let us = |c: u64| duration_us(c as f64 * 1e6 / clock);
+    let share = |c: u64| percent(c as f64 / s.step_cycles.max(1) as f64);
+    let c = &r.device.cost;
+    let mut out = vec![
+        format!(
+            "{file} on {} x {} ({} chips, {} devices): step {} cycles = {}",
+            c.chip,
+            r.slice.shape,
+            r.slice.chips,
+            r.slice.devices,
+            s.step_cycles,
+            us(s.step_cycles)
+        ),
+        format!(
+            "compute {} ({}), collectives {} summed, exposed communication {} ({})",
+            us(s.compute_cycles),
+            share(s.compute_cycles),
+            us(s.collective_cycles),
+            us(s.exposed_communication_cycles),
+            share(s.exposed_communication_cycles)
+        ),
+        format!(
+            "memory per device: arguments {}  outputs {}  temp {}  = {} of {} HBM: {}",
+            bytes(c.argument_bytes),
+            bytes(c.output_bytes),
+            bytes(c.temp_bytes),
+            bytes(r.device.footprint_bytes),
+            bytes(r.device.hbm_capacity_bytes),
+            if r.device.fits { "fits" } else { "DOES NOT FIT" }
+        ),
+        String::new(),
+        format!(
+            "{:<28} {:<18} {:>10} {:>6} {:>6} {:<18} {:>5} {:>10} {:>7}",
+            "collective", "kind", "bytes", "group", "chips", "algorithm", "hops", "time", "share"
+        ),
+    ];
+    let mut cs: Vec<_> = r.collectives.iter().collect();
+    cs.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
+    for x in cs.iter().take(top) {
+        let alg = serde_json::to_value(x.algorithm)
+            .ok()
+            .and_then(|v| v.as_str().map(str::to_string))
+            .unwrap_or_default();
+        let axes = x
+            .mesh_axes
+            .as_ref()
+            .map(|a| format!("  [{}]", a.join(",")))
+            .unwrap_or_default();
+        out.push(format!(
+            "{:<28} {:<18} {:>10} {:>6} {:>6} {:<18} {:>5} {:>10} {:>7}{axes}",
+            x.name.chars().take(28).collect::<String>(),
+            x.kind.name(),
+            bytes(x.bytes),
+            x.group_size,
+            x.chips,
+            alg,
+            x.hops,
+            us(x.cycles),
+            share(x.cycles)
+        ));
+    }
+    if cs.len() > top {
+        out.push(format!("({} more collectives)", cs.len() - top));
+    }
+    out
+}

@@ -21,7 +21,19 @@ pub struct Args {
     /// Write the kernel sequence as a Chrome trace (JSON) to this file.
     #[arg(long)]
     pub trace: Option<PathBuf>,
-    /// Override a chip preset value for a what-if, e.g. `chip.hbm_bytes_per_s=3.2e12` (repeatable).
+    /// Cost the module as the per-device program of an SPMD job on this slice of the chip's torus, e.g. `8x8x8`
+    /// (v4, v5p, tpu7x) or `16x16` (v5e, v6e): each collective (all-reduce, all-gather, reduce-scatter,
+    /// all-to-all, collective-permute, and their -start/-done forms) priced on the slice's links, overlapping
+    /// compute as far as dependencies allow. Device ids count cores, then x, y, z.
+    #[arg(long, value_name = "SHAPE")]
+    pub slice: Option<String>,
+    /// Name the slice's devices as a mesh (`data=8,model=64`; row-major over device ids, the last axis
+    /// fastest, as `jax.sharding.Mesh` over the devices in order): each collective lists the mesh axes its
+    /// groups span. Needs --slice; the sizes' product must be the slice's device count.
+    #[arg(long, value_name = "AXIS=SIZE,...", requires = "slice")]
+    pub mesh: Option<String>,
+    /// Override a chip preset value for a what-if, e.g. `chip.hbm_bytes_per_s=3.2e12`; with --slice also
+    /// `chip.ici_bytes_per_s_per_link`, `chip.ici_hop_latency_ns`, `chip.ici_collective_launch_ns` (repeatable).
     #[arg(long = "set", value_name = "chip.FIELD=VALUE")]
     pub set: Vec<String>,
     /// Kernels listed in the profile.
@@ -75,6 +87,9 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     }
     let module = tpusim_api::hlo::parse(&text, &origin)?;
     let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
+    if let Some(shape) = &args.slice {
+        return run_slice(&args, &module, &chip, shape, &origin);
+    }
     let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
         let trace = serde_json::to_string(&tpusim_api::hlo::chrome_trace(&r, &chip)?)?;
@@ -161,6 +176,39 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
         writeln!(out, "\n{}", r.bottleneck)?;
     }
     if args.strict && (!r.cost.unmodelled.is_empty() || r.band.strict_fails()) {
+        return Ok(1);
+    }
+    Ok(0)
+}
+
+/// `tpusim hlo --slice`: the per-device program's kernels and its collectives on the slice.
+fn run_slice(
+    args: &Args,
+    module: &tpusim_api::hlo::HloModule,
+    chip: &tpusim_api::hlo::Chip,
+    shape: &str,
+    origin: &str,
+) -> anyhow::Result<u8> {
+    let slice = tpusim_api::hlo::slice(chip, shape)?;
+    let r = tpusim_api::hlo::hlo_slice_report(module, chip, &slice, origin, args.mesh.as_deref())?;
+    if let Some(path) = &args.trace {
+        let trace = tpusim_api::hlo::slice_trace(&r);
+        sim_core::output::write_atomic(path, serde_json::to_string(&trace)?)
+            .with_context(|| format!("writing {}", path.display()))?;
+    }
+    for w in &r.device.warnings {
+        eprintln!("warning: {w}");
+    }
+    let stdout = std::io::stdout();
+    let mut out = stdout.lock();
+    if args.json {
+        writeln!(out, "{}", serde_json::to_string(&r)?)?;
+    } else {
+        for line in tpusim_api::hlo::slice_summary(&r, &args.file.display().to_string(), args.top) {
+            writeln!(out, "{line}")?;
+        }
+    }
+    if args.strict && (!r.device.cost.unmodelled.is_empty() || r.device.band.strict_fails()) {
         return Ok(1);
     }
     Ok(0)

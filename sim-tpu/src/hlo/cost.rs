@@ -104,6 +104,9 @@ pub struct KernelCost {
     pub padding_bytes: u64,
     /// Peak VMEM of its windows.
     pub vmem_bytes: u64,
+    /// Its instructions' node ids in the flattened graph ([`super::graph::Graph`]), for dependency walks.
+    #[serde(skip)]
+    pub nodes: Vec<usize>,
 }
 
 /// The cost of one execution of a module's entry computation on one chip.
@@ -491,6 +494,7 @@ fn cost_kernel(
                 hbm_unpadded_bytes: unpadded,
                 padding_bytes: total_bytes.saturating_sub(unpadded),
                 vmem_bytes: kc.vmem_bytes,
+                nodes: vec![*only],
             });
         }
     }
@@ -592,6 +596,7 @@ fn cost_kernel(
         hbm_unpadded_bytes: unpadded,
         padding_bytes: total_bytes.saturating_sub(unpadded),
         vmem_bytes: vmem,
+        nodes: k.members.clone(),
     })
 }
 
@@ -1032,6 +1037,7 @@ fn nested_kernel(g: &Graph<'_>, k: &Group, kind: KernelKind, n: &Nested, times: 
         hbm_unpadded_bytes: n.hbm_unpadded_bytes.saturating_mul(times),
         padding_bytes: n.padding_bytes.saturating_mul(times),
         vmem_bytes: n.vmem_bytes,
+        nodes: k.members.clone(),
     }
 }
 

@@ -19,6 +19,7 @@
 //! ```
 
 pub mod bytes;
+pub mod collective;
 pub mod corpus;
 pub mod cost;
 pub mod fusion;
@@ -29,11 +30,13 @@ pub mod ops;
 pub mod parse;
 mod report;
 pub mod score;
+pub mod sharding;
+pub mod spmd;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
 pub use fusion::KernelKind;
 pub use ir::{Attr, Computation, HloModule, Instruction, Operands};
-pub use report::{report, HloReport};
+pub use report::{report, report_from_cost, HloReport};
 
 /// Errors reading or costing a module.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -471,6 +471,7 @@ impl Parser<'_> {
     }
 
     fn instruction(&mut self) -> Result<(Instruction, Vec<PendingRef>, bool), HloError> {
+        let start = self.pos;
         let mut w = self.word();
         let is_root = w == "ROOT";
         if is_root {
@@ -555,17 +556,18 @@ impl Parser<'_> {
         };
         self.expect(b')')?;
         let attrs = self.attrs()?;
-        Ok((
-            Instruction {
-                name,
-                shape,
-                opcode,
-                operands,
-                attrs,
-            },
-            refs,
-            is_root,
-        ))
+        let ins = Instruction {
+            name,
+            shape,
+            opcode,
+            operands,
+            attrs,
+        };
+        // Collectives' groups and shardings are checked here, where the line is known.
+        super::collective::validate(&ins)
+            .and_then(|_| super::sharding::validate(&ins))
+            .map_err(|e| self.err_at(start, format!("instruction `{}`: {e}", ins.name)))?;
+        Ok((ins, refs, is_root))
     }
 
     /// Every computation an attribute names must exist.

@@ -75,6 +75,11 @@ mod erased {
 pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
     let model = ChipModel::for_chip(chip).map_err(|e| HloError::Unsupported(e.to_string()))?;
     let cost = cost_module(module, &model)?;
+    Ok(report_from_cost(cost, chip))
+}
+
+/// The report of a module already costed on `chip`: warnings, capacity verdict, bottleneck and band.
+pub fn report_from_cost(cost: ModuleCost, chip: &Chip) -> HloReport {
     let hbm = chip.spec.hbm_bytes;
     let mut warnings = Vec::new();
     if let Some(n) = cost.unmodelled.get("while") {
@@ -102,7 +107,7 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
         ));
     }
     let (band, domains) = crate::band::hlo_band(&cost, &crate::band::BandData::embedded().hlo);
-    Ok(HloReport {
+    HloReport {
         band,
         domains,
         footprint_bytes: cost.footprint_bytes(),
@@ -111,5 +116,5 @@ pub fn report(module: &HloModule, chip: &Chip) -> Result<HloReport, HloError> {
         bottleneck: cost.bottleneck(),
         warnings,
         cost,
-    })
+    }
 }

@@ -10,6 +10,8 @@
 
 use crate::chips::ChipSpec;
 
+pub mod groups;
+
 /// Errors of slice shapes.
 #[derive(Debug, thiserror::Error, PartialEq, Eq)]
 pub enum TopologyError {
@@ -207,6 +209,16 @@ impl SliceShape {
         Ok(SliceShape { dims, wraparound })
     }
 
+    /// The slice a shape's text names for this chip (`8x8x8`: its chips are the product).
+    pub fn from_text(chip: &ChipSpec, text: &str) -> Result<SliceShape, TopologyError> {
+        let chips = text
+            .split('x')
+            .map(|d| d.trim().parse::<u64>().ok().filter(|&v| v > 0))
+            .try_fold(1u64, |p, d| d.and_then(|d| p.checked_mul(d)))
+            .unwrap_or(0);
+        SliceShape::for_chip(chip, chips, Some(text))
+    }
+
     /// Chips in the slice.
     pub fn chips(&self) -> u64 {
         self.dims.iter().map(|&d| d as u64).product()
@@ -231,23 +243,17 @@ impl SliceShape {
     /// bytes/k (dimension-ordered routing), so the busiest link there moves bytes/k times the most
     /// pairs routed over one link; dimensions work at once, so the slowest one sets the time.
     pub fn all_to_all(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let worst = self.all_to_all_per_axis(bytes_per_chip, link_bytes_per_s);
-        CollectiveTime {
-            bandwidth_ps: worst.iter().map(|&(_, ps)| ps).max().unwrap_or(0),
-            latency_hops: self.diameter(),
-        }
+        let axes: Vec<Ring> = self.axes().map(|(k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        all_to_all_on(&axes, bytes_per_chip, link_bytes_per_s)
     }
 
     /// Per dimension longer than one chip (its index), the time in ps the busiest link of each
     /// direction along it takes for `all_to_all` (both directions carry the same).
     pub fn all_to_all_per_axis(&self, bytes_per_chip: u64, link_bytes_per_s: u64) -> Vec<(usize, u64)> {
         self.indexed_axes()
-            .map(|(axis, k, w)| {
-                let half_pairs = max_link_half_pairs(k, w) as u128;
-                // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
-                let ps = (bytes_per_chip as u128 * half_pairs * 1_000_000_000_000)
-                    / (2 * k as u128 * link_bytes_per_s.max(1) as u128);
-                (axis, u64::try_from(ps).unwrap_or(u64::MAX))
+            .map(|(axis, k, wrap)| {
+                let ring = Ring { k, wrap, stride: 1 };
+                (axis, all_to_all_on(&[ring], bytes_per_chip, link_bytes_per_s).bandwidth_ps)
             })
             .collect()
     }
@@ -268,35 +274,124 @@ impl SliceShape {
     /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the
     /// ring steps of every dimension, one after another.
     pub fn all_reduce(&self, bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
-        let per_axis = self.all_reduce_per_axis(bytes, link_bytes_per_s);
-        CollectiveTime {
-            bandwidth_ps: per_axis.iter().map(|&(_, ps)| ps).max().unwrap_or(0),
-            latency_hops: self.axes().map(|(k, _)| 2 * (k - 1)).sum(),
-        }
+        let axes: Vec<Ring> = self.axes().map(|(k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        all_reduce_on(&axes, bytes, link_bytes_per_s)
     }
 
     /// Per dimension longer than one chip (its index), the time in ps the busiest link of each
     /// direction along it takes for `all_reduce` (a ring's two directions, or a line's, carry the same).
     pub fn all_reduce_per_axis(&self, bytes: u64, link_bytes_per_s: u64) -> Vec<(usize, u64)> {
-        let axes: Vec<(usize, u64, bool)> = self.indexed_axes().collect();
-        let n = axes.len() as u128;
-        // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
-        let prod_all: u128 = axes.iter().map(|x| x.1 as u128).product();
-        let mut out = Vec::with_capacity(axes.len());
-        for (a, &(axis, k, wrap)) in axes.iter().enumerate() {
-            let mut vol_units = 0u128; // bytes x vol_units / (n x prod_all)
-            for j in 0..axes.len() {
-                let pos = (a + axes.len() - j) % axes.len();
-                let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].1 as u128).product();
-                vol_units += prod_all / before;
-            }
-            let lanes = if wrap { 2 } else { 1 };
-            let ps = 2 * bytes as u128 * vol_units * (k as u128 - 1) * 1_000_000_000_000
-                / (n * prod_all * k as u128 * lanes * link_bytes_per_s.max(1) as u128);
-            out.push((axis, u64::try_from(ps).unwrap_or(u64::MAX)));
-        }
-        out
+        let rings: Vec<Ring> = self.indexed_axes().map(|(_, k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        let times = all_reduce_lanes_per_axis(&rings, bytes, link_bytes_per_s, &|r: &Ring| if r.wrap { 2 } else { 1 });
+        self.indexed_axes().map(|(i, _, _)| i).zip(times).collect()
     }
+}
+
+/// One torus dimension a collective runs along: `k` chips spaced `stride` apart, a ring where the group
+/// closes the slice's wraparound, else a line.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, serde::Serialize)]
+pub struct Ring {
+    /// Chips of the group along this dimension.
+    pub k: u64,
+    /// Whether they form a ring (wraparound links close it).
+    pub wrap: bool,
+    /// Positions between neighbours of the group (1: adjacent chips). Groups interleaved with a stride
+    /// share the links between their members, so each link carries `stride` groups' traffic.
+    pub stride: u64,
+}
+
+fn ps(numerator: u128, denominator: u128) -> u64 {
+    u64::try_from(numerator * 1_000_000_000_000 / denominator.max(1)).unwrap_or(u64::MAX)
+}
+
+/// A uniform all-to-all over the grid `axes` (each chip sends `bytes_per_chip` spread evenly over the
+/// group, itself included): dimension-ordered routing, the busiest dimension's busiest link.
+pub fn all_to_all_on(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    all_to_all_routed(axes, bytes_per_chip, link_bytes_per_s, false)
+}
+
+/// [`all_to_all_on`] with every message sent the same way round each ring when `one_way` (the XLA TPU
+/// compiler's all-to-all emitter, as its scheduler prices it): a link of a k-ring then carries k(k-1)/2 of the
+/// ordered pairs, on a line as on a ring.
+pub fn all_to_all_routed(axes: &[Ring], bytes_per_chip: u64, link_bytes_per_s: u64, one_way: bool) -> CollectiveTime {
+    let worst = axes
+        .iter()
+        .filter(|r| r.k > 1)
+        .map(|r| {
+            let pairs = if one_way {
+                r.k * (r.k - 1)
+            } else {
+                max_link_half_pairs(r.k, r.wrap)
+            };
+            let half_pairs = pairs as u128 * r.stride as u128;
+            // bytes/k x pairs / rate, in ps; pairs are counted in halves (ties split both ways).
+            ps(
+                bytes_per_chip as u128 * half_pairs,
+                2 * r.k as u128 * link_bytes_per_s.max(1) as u128,
+            )
+        })
+        .max()
+        .unwrap_or(0);
+    CollectiveTime {
+        bandwidth_ps: worst,
+        latency_hops: axes
+            .iter()
+            .filter(|r| r.k > 1)
+            .map(|r| r.stride * if r.wrap { r.k / 2 } else { r.k - 1 })
+            .sum(),
+    }
+}
+
+/// An all-reduce of `bytes` on every chip of the grid `axes`: reduce-scatter then all-gather along each
+/// dimension (a bidirectional ring where it wraps, a line, i.e. a folded ring at half that rate, where it
+/// does not), the data split into one chunk per dimension, each chunk taking the dimensions in its own
+/// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the ring
+/// steps of every dimension, one after another.
+pub fn all_reduce_on(axes: &[Ring], bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
+    all_reduce_lanes(axes, bytes, link_bytes_per_s, &|r: &Ring| if r.wrap { 2 } else { 1 })
+}
+
+/// [`all_reduce_on`] with the rings' directions given per dimension (`lanes`: 2 for a bidirectional ring,
+/// 1 for a unidirectional one or a line).
+pub fn all_reduce_lanes(
+    axes: &[Ring],
+    bytes: u64,
+    link_bytes_per_s: u64,
+    lanes: &dyn Fn(&Ring) -> u128,
+) -> CollectiveTime {
+    let worst = all_reduce_lanes_per_axis(axes, bytes, link_bytes_per_s, lanes);
+    CollectiveTime {
+        bandwidth_ps: worst.into_iter().max().unwrap_or(0),
+        latency_hops: axes.iter().filter(|r| r.k > 1).map(|r| 2 * (r.k - 1) * r.stride).sum(),
+    }
+}
+
+/// [`all_reduce_lanes`]' time in ps on the busiest link of each dimension longer than one chip, in order
+/// (the step's per-link groups load each dimension by its own time).
+pub fn all_reduce_lanes_per_axis(
+    axes: &[Ring],
+    bytes: u64,
+    link_bytes_per_s: u64,
+    lanes: &dyn Fn(&Ring) -> u128,
+) -> Vec<u64> {
+    let axes: Vec<&Ring> = axes.iter().filter(|r| r.k > 1).collect();
+    let n = axes.len() as u128;
+    let prod_all: u128 = axes.iter().map(|x| x.k as u128).product();
+    let mut out = Vec::with_capacity(axes.len());
+    for (a, r) in axes.iter().enumerate() {
+        // Volume reaching dimension a, summed over chunks, in units of bytes / (n x product).
+        let mut vol_units = 0u128;
+        for j in 0..axes.len() {
+            let pos = (a + axes.len() - j) % axes.len();
+            let before: u128 = (0..pos).map(|q| axes[(j + q) % axes.len()].k as u128).product();
+            vol_units += prod_all / before;
+        }
+        out.push(ps(
+            2 * bytes as u128 * vol_units * (r.k as u128 - 1) * r.stride as u128,
+            n * prod_all * r.k as u128 * lanes(r) * link_bytes_per_s.max(1) as u128,
+        ));
+    }
+    out
 }
 
 impl std::fmt::Display for SliceShape {
