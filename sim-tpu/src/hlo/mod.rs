@@ -27,6 +27,7 @@ pub mod ir;
 pub mod loops;
 pub mod ops;
 pub mod parse;
+mod relayout;
 pub mod score;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
