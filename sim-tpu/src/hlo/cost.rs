@@ -424,6 +424,9 @@ fn cost_kernel(
     in_vmem: &BTreeSet<usize>,
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<KernelCost, HloError> {
+    if super::scalar::on_scalar_unit(g, k) {
+        return Ok(super::scalar::scalar_kernel(g, k));
+    }
     let p = &chip.params;
     let mut in_bytes = 0u64;
     let mut unpadded = 0u64;

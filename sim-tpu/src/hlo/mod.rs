@@ -28,6 +28,7 @@ pub mod loops;
 pub mod ops;
 pub mod parse;
 mod relayout;
+mod scalar;
 pub mod score;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
