@@ -520,6 +520,29 @@ fn cost_kernel(
             });
         }
     }
+    let dot = k
+        .members
+        .iter()
+        .copied()
+        .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
+    if let (Some(dot), [(w, _, _)]) = (dot, mxu.as_slice()) {
+        let b = (in_bytes, out_bytes, unpadded);
+        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
+            return Ok(KernelCost {
+                name: g.nodes[k.anchor].ins.name.clone(),
+                kind: KernelKind::Loop,
+                instructions: k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect(),
+                cycles: kc.cycles,
+                start_cycle: 0,
+                bound_by: kc.bound,
+                flops,
+                hbm_bytes: total_bytes,
+                hbm_unpadded_bytes: unpadded,
+                padding_bytes: total_bytes.saturating_sub(unpadded),
+                vmem_bytes: kc.vmem_bytes,
+            });
+        }
+    }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
             if mxu.is_empty() {

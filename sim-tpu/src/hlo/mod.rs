@@ -25,6 +25,7 @@ pub mod fusion;
 pub mod graph;
 pub mod ir;
 pub mod loops;
+mod matvec;
 pub mod ops;
 pub mod parse;
 mod relayout;
