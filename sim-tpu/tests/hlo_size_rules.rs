@@ -163,3 +163,40 @@ fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
     assert!((v6e / 12_365.0).max(12_365.0 / v6e) - 1.0 < 0.1, "{v6e}");
     assert_eq!(cost_on(text, "tpu7x").kernels[0].kind, KernelKind::Mxu);
 }
+
+fn dot_module(lhs: &str, rhs: &str, out: &str) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  \
+         ROOT d = {out} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
+    )
+}
+
+/// A matrix times two vectors, bf16 [28416,256] x [256,2] (corpus program matvec.009): the compiler lays the
+/// result out as [28416,2]{0,1}, computing the transposed product, so it costs what [2,256] x [256,28416]
+/// costs (same MXU passes, same prefetched matrix), not 28,416 result rows padded to 128 lanes (62,675 cycles
+/// on v4 before the rule, against the compiler's 13,319).
+#[test]
+fn a_matrix_times_a_few_vectors_costs_its_transpose() {
+    let skinny = dot_module("bf16[28416,256]{1,0}", "bf16[256,2]{1,0}", "bf16[28416,2]{1,0}");
+    let wide = dot_module("bf16[2,256]{1,0}", "bf16[256,28416]{1,0}", "bf16[2,28416]{1,0}");
+    for chip in ["v4", "v5e", "v6e"] {
+        let (s, w) = (cost_on(&skinny, chip).total_cycles as f64, cost_on(&wide, chip).total_cycles as f64);
+        assert!((s / w).max(w / s) < 1.1, "{chip}: {s} against its transpose's {w}");
+    }
+}
+
+/// Cross-program prefetch: the largest entry parameter a matmul reads that fits the chip's prefetch budget (v5e:
+/// 112 MiB, VMEM 128 MiB less the 16 MiB scoped window) is on chip before the program starts. bf16
+/// [2,256] x [256,28416]: the 14,548,992-byte matrix (256 x 28,416 x 2 B) is not HBM traffic of the kernel; the
+/// rest is the [2,256] vector (1,024 B) and the [2,28416] result (113,664 B), both unpadded in the TPU layout
+/// of two rows, T(2,128) (`tpusim layout`). A 256 MiB matrix ([1024,131072]) does not fit and is streamed.
+#[test]
+fn the_largest_matmul_parameter_that_fits_is_prefetched() {
+    let fits = cost_on(&dot_module("bf16[2,256]{1,0}", "bf16[256,28416]{1,0}", "bf16[2,28416]{1,0}"), "v5e");
+    assert_eq!(fits.kernels[0].hbm_bytes, 1_024 + 113_664);
+    let big = cost_on(
+        &dot_module("bf16[2,1024]{1,0}", "bf16[1024,131072]{1,0}", "bf16[2,131072]{1,0}"),
+        "v5e",
+    );
+    assert!(big.kernels[0].hbm_bytes >= 1024 * 131_072 * 2, "{}", big.kernels[0].hbm_bytes);
+}

@@ -482,7 +482,8 @@ fn cost_kernel(
                     lhs: resident(node.operands.first()),
                     rhs: resident(node.operands.get(1)),
                 };
-                mxu.push((w.0, out_dma, residency));
+                let (w, residency) = super::matvec::skinny_transposed(w.0, residency);
+                mxu.push((w, out_dma, residency));
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -941,7 +942,10 @@ fn cost_graph(
     let groups = group(g, &node_bytes)?;
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-    let (_, in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    let (_, mut in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    if control.depth == 0 {
+        in_vmem.extend(super::prefetch::cross_program_prefetch(g, sizer, chip)?);
+    }
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
     let mut unmodelled = BTreeMap::new();

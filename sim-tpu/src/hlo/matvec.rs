@@ -12,7 +12,7 @@ use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
 use super::ops::OpClass;
 use super::HloError;
-use crate::tensorcore::cost::time_kernel;
+use crate::tensorcore::cost::{time_kernel, Residency};
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::ChipModel;
 
@@ -54,4 +54,21 @@ pub(super) fn matvec_kernel(
         unpadded_bytes: unpadded,
     };
     Ok(Some(time_kernel(&kernel, chip)))
+}
+
+/// Fewer result columns than this (N = 2..7, a matrix times a few vectors) make the compiler transpose the
+/// product.
+const SKINNY_N: u64 = 8;
+
+/// A product with a few result columns and many rows (N < 8 <= 128 <= M, no batch) computed transposed, as the
+/// compiler does: the result is laid out with its rows on the lanes (`{0,1}`), so the MXU sees M' = N and
+/// N' = M and the result is not padded to 128 lanes per row. Evidence (compiler corpus, matvec family, N = 2-4):
+/// every record's result is `[M,N]{0,1}` (matvec.009 on v4: bf16[28416,2]{0,1:T(2,128)(2,1)}, 13,319 cycles,
+/// where the untransposed window plan, writing 28,416 rows of 128 padded lanes, gave 62,675).
+pub(super) fn skinny_transposed(w: MxuWork, residency: Residency) -> (MxuWork, Residency) {
+    if w.batch != 1 || w.conv || w.n >= SKINNY_N || w.n < 2 || w.m < 128 {
+        return (w, residency);
+    }
+    let t = MxuWork { m: w.n, n: w.m, ..w };
+    (t, Residency { lhs: residency.rhs, rhs: residency.lhs })
 }

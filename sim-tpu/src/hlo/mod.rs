@@ -28,6 +28,7 @@ pub mod loops;
 mod matvec;
 pub mod ops;
 pub mod parse;
+mod prefetch;
 mod relayout;
 mod scalar;
 pub mod score;
