@@ -200,3 +200,28 @@ fn the_largest_matmul_parameter_that_fits_is_prefetched() {
     );
     assert!(big.kernels[0].hbm_bytes >= 1024 * 131_072 * 2, "{}", big.kernels[0].hbm_bytes);
 }
+
+fn conv_module(dtype: &str, n: u64, w: u64) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  x = {dtype}[{n},16,{w},128]{{3,2,1,0}} parameter(0)\n  \
+         k = {dtype}[1,1,128,128]{{3,2,1,0}} parameter(1)\n  \
+         ROOT c = {dtype}[{n},16,{w},128]{{3,2,1,0}} convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+    )
+}
+
+/// A bf16 convolution reading a batch of 2 images 16 wide straight from a parameter: the compiler first copies
+/// the input with the batch inside the spatial dimensions (corpus conv.026, .018, .009, .000), so three kernels:
+/// input copy, convolution, output copy. The input copy moves 2 x 16 x 16 x 128 x 2 B = 131,072 B in and out
+/// (tile-aligned). In f32, with one image, or 7 wide, no input copy (conv.011, .025, .008).
+#[test]
+fn a_16_bit_batched_convolution_input_is_relayouted_first() {
+    let c = cost_on(&conv_module("bf16", 2, 16), "v5e");
+    assert_eq!(c.kernels.len(), 3, "{:?}", c.kernels);
+    assert_eq!(c.kernels[0].name, "x.relayout");
+    assert_eq!(c.kernels[0].hbm_bytes, 2 * 131_072);
+    assert_eq!(c.kernels[1].kind, KernelKind::Mxu);
+    for (dtype, n, w) in [("f32", 2, 16), ("bf16", 1, 16), ("bf16", 2, 7)] {
+        let c = cost_on(&conv_module(dtype, n, w), "v5e");
+        assert_eq!(c.kernels.len(), 2, "{dtype} N {n} W {w}: {:?}", c.kernels);
+    }
+}

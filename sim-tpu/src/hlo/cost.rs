@@ -982,6 +982,13 @@ fn cost_graph(
             }
             _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
+        if control.depth == 0 {
+            if let Some(mut r) = super::relayout::conv_input_relayout(g, k, sizer, chip)? {
+                r.start_cycle = t;
+                t = t.saturating_add(r.cycles);
+                kernels.push(r);
+            }
+        }
         c.start_cycle = t;
         t = t.saturating_add(c.cycles);
         kernels.push(c);
