@@ -225,3 +225,24 @@ fn a_16_bit_batched_convolution_input_is_relayouted_first() {
         assert_eq!(c.kernels.len(), 2, "{dtype} N {n} W {w}: {:?}", c.kernels);
     }
 }
+
+/// A gather of 256 rows from a bf16[5754,100] table (corpus program embedding.001): the table (1,198,080 padded
+/// bytes in its TPU layout, `tpusim layout`) fits on chip, so the compiler copies it there first and copies the
+/// gathered rows (53,248 padded bytes) to row-major after: three kernels, each copy moving its array in and out.
+/// A table over the chip's on-chip budget (v5e: 112 MiB; bf16[1048576,100], 208 MiB) is gathered in place.
+#[test]
+fn a_gather_from_a_table_that_fits_on_chip_copies_it_there_first() {
+    let gather = |rows: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  t = bf16[{rows},100]{{1,0}} parameter(0)\n  i = s32[256,1]{{1,0}} parameter(1)\n  \
+             ROOT g = bf16[256,100]{{1,0}} gather(t, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, \
+             start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,100}}\n}}\n"
+        )
+    };
+    let c = cost_on(&gather(5754), "v5e");
+    let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["t.relayout", "g", "g.relayout"]);
+    assert_eq!(c.kernels[0].hbm_bytes, 2 * 1_198_080);
+    assert_eq!(c.kernels[2].hbm_bytes, 2 * 53_248);
+    assert_eq!(cost_on(&gather(1_048_576), "v5e").kernels.len(), 1);
+}

@@ -958,7 +958,7 @@ fn cost_graph(
             "conditional" => Some(KernelKind::Conditional),
             _ => None,
         };
-        let mut c = match control_flow {
+        let c = match control_flow {
             Some(kind) if k.kind == KernelKind::Unmodelled => {
                 if control.depth >= MAX_LOOP_DEPTH {
                     return Err(HloError::Unsupported(format!(
@@ -982,22 +982,15 @@ fn cost_graph(
             }
             _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
-        if control.depth == 0 {
-            if let Some(mut r) = super::relayout::conv_input_relayout(g, k, sizer, chip)? {
-                r.start_cycle = t;
-                t = t.saturating_add(r.cycles);
-                kernels.push(r);
-            }
-        }
-        c.start_cycle = t;
-        t = t.saturating_add(c.cycles);
-        kernels.push(c);
-        if control.depth == 0 {
-            if let Some(mut r) = super::relayout::conv_output_relayout(g, k, sizer, chip)? {
-                r.start_cycle = t;
-                t = t.saturating_add(r.cycles);
-                kernels.push(r);
-            }
+        let (before, after) = if control.depth == 0 {
+            super::relayout::copies_around(g, k, sizer, chip)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        for mut r in before.into_iter().chain([c]).chain(after) {
+            r.start_cycle = t;
+            t = t.saturating_add(r.cycles);
+            kernels.push(r);
         }
     }
     // A nested graph's temporaries live while it runs, beside the enclosing graph's.
