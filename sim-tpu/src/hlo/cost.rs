@@ -27,8 +27,10 @@ use crate::tensorcore::cost::{plan_mxu_resident, Residency};
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
-/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file, fitted by
-/// `cargo run --release -p sim-tpu --example hlo_fit` on the `fit` split of testdata/hlo/programs.json only).
+/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file): the cycle constants fitted
+/// by `cargo run --release -p sim-tpu --example hlo_fit -- --corpus` on the `fit` splits of
+/// testdata/hlo/programs.json and of the compiler corpus, the temp constants on programs.json's only
+/// (`tools/corpus/merge_temp.py`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HloParams {
