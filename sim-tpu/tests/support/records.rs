@@ -31,7 +31,7 @@ pub fn corpus_program_records(root: &Path) -> Result<Vec<ProgramRecord>, Box<dyn
         .map(|r| ProgramRecord {
             id: r.id,
             program: r.program,
-            hlo: format!("corpus/{}", r.hlo),
+            hlo: format!("corpus/hlo/{}", r.hlo),
             chip: r.chip,
             split: match r.split {
                 RandomSide::Fit => "fit".to_string(),
