@@ -352,7 +352,15 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
         OpClass::Relayout => ((out, out), 0),
         OpClass::Transcendental => ((out, out), n),
         OpClass::Movement => match node.ins.opcode.as_str() {
-            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => ((out, out), 0),
+            // In place: only the update moves.
+            "dynamic-update-slice" => {
+                let u = match node.operands.get(1) {
+                    Some(&o) => sizer.shape(&g.nodes[o].ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                    None => out,
+                };
+                ((u, u), 0)
+            }
+            "pad" | "concatenate" | "reverse" => ((out, out), 0),
             _ => ((0.0, out), 0),
         },
         OpClass::Reduce => {
@@ -432,8 +440,9 @@ fn cost_kernel(
     let p = &chip.params;
     let mut in_bytes = 0u64;
     let mut unpadded = 0u64;
+    let (updated, updates) = super::inplace::in_place_updates(g, k);
     for &i in &k.inputs {
-        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) {
+        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
             continue;
         }
         let s = sizer.shape(&g.nodes[i].ins.shape)?;
@@ -446,7 +455,7 @@ fn cost_kernel(
         if in_vmem.contains(&o) {
             continue;
         }
-        let s = sizer.shape(&g.nodes[o].ins.shape)?;
+        let s = sizer.shape(&g.nodes[updates.get(&o).copied().unwrap_or(o)].ins.shape)?;
         out_bytes = out_bytes.saturating_add(s.padded_bytes);
         out_elems = out_elems.saturating_add(s.padded_elements);
         unpadded = unpadded.saturating_add(s.logical_bytes);
@@ -625,7 +634,7 @@ fn cost_kernel(
             };
             let moved = match anchor.ins.opcode.as_str() {
                 "gather" | "dynamic-slice" => total_bytes.saturating_sub(first).saturating_add(out_bytes),
-                "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),
+                "scatter" => total_bytes.saturating_sub(first),
                 _ => total_bytes,
             };
             let body = moved as f64 / bw;

@@ -23,6 +23,7 @@ pub mod corpus;
 pub mod cost;
 pub mod fusion;
 pub mod graph;
+mod inplace;
 pub mod ir;
 pub mod loops;
 mod matvec;
