@@ -241,9 +241,10 @@ impl Ledger {
             );
         }
         if let Some(s) = self.set_mut("hlo") {
-            s.heldout.extend(c.hlo_corpus.figures(
-                "`tpusim hlo` total cycles against the compiler, the corpus's random held-out programs",
-            ));
+            s.heldout.extend(
+                c.hlo_corpus
+                    .figures("`tpusim hlo` total cycles against the compiler, the corpus's random held-out programs"),
+            );
         }
         if let Some(r) = self.row_mut("hlo_corpus") {
             r.result = format!(

@@ -46,7 +46,10 @@ fn corpus_bytes_exact_and_heldout_within_bound() {
         assert_eq!(c.argument_bytes, r.argument_bytes, "{} argument bytes", r.id);
         assert_eq!(c.output_bytes, r.output_bytes, "{} output bytes", r.id);
         if Split::Random.checks(r) {
-            temps.entry(r.chip.clone()).or_default().push(temp_error(c.temp_bytes, r.temp_bytes));
+            temps
+                .entry(r.chip.clone())
+                .or_default()
+                .push(temp_error(c.temp_bytes, r.temp_bytes));
             if r.estimate_complete && r.total_estimated_cycles > 0 {
                 heldout.push(ratio_error(c.total_cycles as f64, r.total_estimated_cycles as f64));
             }

@@ -16,9 +16,16 @@ fn cost_on(text: &str, chip: &str) -> sim_tpu::hlo::ModuleCost {
 /// bounds). Before the rule the launch was scaled by the fitted launch_factor (0.314 on v6e: 664 cycles).
 #[test]
 fn a_small_loop_kernel_pays_the_whole_launch() {
-    let text = "HloModule m\n\nENTRY main {\n  x = f32[8,128]{1,0} parameter(0)\n  y = f32[8,128]{1,0} parameter(1)\n  \
+    let text =
+        "HloModule m\n\nENTRY main {\n  x = f32[8,128]{1,0} parameter(0)\n  y = f32[8,128]{1,0} parameter(1)\n  \
                 s = f32[8,128]{1,0} add(x, y)\n  ROOT p = f32[8,128]{1,0} multiply(s, x)\n}\n";
-    for (chip, launch) in [("v4", 611u64), ("v5e", 1818), ("v5p", 2117), ("v6e", 2116), ("tpu7x", 2296)] {
+    for (chip, launch) in [
+        ("v4", 611u64),
+        ("v5e", 1818),
+        ("v5p", 2117),
+        ("v6e", 2116),
+        ("tpu7x", 2296),
+    ] {
         let c = cost_on(text, chip);
         assert_eq!(c.kernels.len(), 1, "{chip}");
         assert_eq!(c.kernels[0].kind, KernelKind::Loop);
@@ -57,13 +64,18 @@ fn a_convolution_result_leaving_the_program_is_relayouted() {
 /// The same convolution feeding a reduction: its result never leaves the program in row-major layout, so no copy.
 #[test]
 fn a_convolution_result_used_inside_the_program_is_not_relayouted() {
-    let text = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n\
+    let text =
+        "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n\
                 ENTRY main {\n  x = f32[2,8,8,128]{3,2,1,0} parameter(0)\n  \
                 w = f32[1,1,128,128]{3,2,1,0} parameter(1)\n  \
                 c = f32[2,8,8,128]{3,2,1,0} convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f\n  \
                 z = f32[] constant(0)\n  ROOT r = f32[128]{0} reduce(c, z), dimensions={0,1,2}, to_apply=add\n}\n";
     let c = cost_on(text, "v5e");
-    assert!(c.kernels.iter().all(|k| !k.name.ends_with(".relayout")), "{:?}", c.kernels);
+    assert!(
+        c.kernels.iter().all(|k| !k.name.ends_with(".relayout")),
+        "{:?}",
+        c.kernels
+    );
 }
 
 const ADD: &str = "add {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n";
@@ -136,11 +148,18 @@ fn a_softmax_over_scores_in_vmem_costs_its_vector_work_only() {
         .find(|k| k.instructions.iter().any(|i| i == "exp.1"))
         .expect("a kernel computes exp.1");
     assert_eq!(k.hbm_bytes, 0, "{k:?}");
-    let hp = sim_tpu::hlo::hlo_params().into_iter().find(|h| h.name == "v5e").unwrap();
+    let hp = sim_tpu::hlo::hlo_params()
+        .into_iter()
+        .find(|h| h.name == "v5e")
+        .unwrap();
     let rate = hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
     let launch = ChipModel::preset("v5e").unwrap().params.launch_cycles.round();
     let expected = launch + (20_688.0 * rate).round();
-    assert!((k.cycles as f64 - expected).abs() <= 1.0, "{} cycles, expected {expected}", k.cycles);
+    assert!(
+        (k.cycles as f64 - expected).abs() <= 1.0,
+        "{} cycles, expected {expected}",
+        k.cycles
+    );
 }
 
 /// A vector times a matrix, bf16 [1,1536] x [1536,768] (corpus program decode_matmul.003): on v4-v6e the
@@ -149,7 +168,8 @@ fn a_softmax_over_scores_in_vmem_costs_its_vector_work_only() {
 /// compiler's fusion (the MXU window plan gave 4,228, 3x under). tpu7x runs it on the MXU.
 #[test]
 fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
-    let text = "HloModule m\n\nENTRY main {\n  x = bf16[1,1536]{1,0} parameter(0)\n  w = bf16[1536,768]{1,0} parameter(1)\n  \
+    let text =
+        "HloModule m\n\nENTRY main {\n  x = bf16[1,1536]{1,0} parameter(0)\n  w = bf16[1536,768]{1,0} parameter(1)\n  \
                 ROOT d = bf16[1,768]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
     let op = OpSpec::from_json(r#"{"op":"matmul","params":{"M":1,"K":1536,"N":768,"dtype":"bfloat16"}}"#).unwrap();
     for chip in ["v4", "v5e", "v5p", "v6e"] {
@@ -180,7 +200,10 @@ fn a_matrix_times_a_few_vectors_costs_its_transpose() {
     let skinny = dot_module("bf16[28416,256]{1,0}", "bf16[256,2]{1,0}", "bf16[28416,2]{1,0}");
     let wide = dot_module("bf16[2,256]{1,0}", "bf16[256,28416]{1,0}", "bf16[2,28416]{1,0}");
     for chip in ["v4", "v5e", "v6e"] {
-        let (s, w) = (cost_on(&skinny, chip).total_cycles as f64, cost_on(&wide, chip).total_cycles as f64);
+        let (s, w) = (
+            cost_on(&skinny, chip).total_cycles as f64,
+            cost_on(&wide, chip).total_cycles as f64,
+        );
         assert!((s / w).max(w / s) < 1.1, "{chip}: {s} against its transpose's {w}");
     }
 }
@@ -192,13 +215,20 @@ fn a_matrix_times_a_few_vectors_costs_its_transpose() {
 /// of two rows, T(2,128) (`tpusim layout`). A 256 MiB matrix ([1024,131072]) does not fit and is streamed.
 #[test]
 fn the_largest_matmul_parameter_that_fits_is_prefetched() {
-    let fits = cost_on(&dot_module("bf16[2,256]{1,0}", "bf16[256,28416]{1,0}", "bf16[2,28416]{1,0}"), "v5e");
+    let fits = cost_on(
+        &dot_module("bf16[2,256]{1,0}", "bf16[256,28416]{1,0}", "bf16[2,28416]{1,0}"),
+        "v5e",
+    );
     assert_eq!(fits.kernels[0].hbm_bytes, 1_024 + 113_664);
     let big = cost_on(
         &dot_module("bf16[2,1024]{1,0}", "bf16[1024,131072]{1,0}", "bf16[2,131072]{1,0}"),
         "v5e",
     );
-    assert!(big.kernels[0].hbm_bytes >= 1024 * 131_072 * 2, "{}", big.kernels[0].hbm_bytes);
+    assert!(
+        big.kernels[0].hbm_bytes >= 1024 * 131_072 * 2,
+        "{}",
+        big.kernels[0].hbm_bytes
+    );
 }
 
 fn conv_module(dtype: &str, n: u64, w: u64) -> String {

@@ -611,9 +611,11 @@ fn cost_kernel(
                 .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
                 .count()
                 + k.outputs.iter().filter(|o| full(o)).count()) as f64;
-            let streamed = k.inputs.iter().chain(&k.outputs).any(|i| {
-                !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i)
-            });
+            let streamed = k
+                .inputs
+                .iter()
+                .chain(&k.outputs)
+                .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
             let compute = if streamed {
                 vpu.max(max_blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
             } else {

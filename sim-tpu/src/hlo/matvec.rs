@@ -38,7 +38,11 @@ pub(super) fn matvec_kernel(
         return Ok(None);
     }
     // The matrix: the right operand when the vector is on the left (M = 1), else the left.
-    let matrix = if work.m == 1 { node.operands.get(1) } else { node.operands.first() };
+    let matrix = if work.m == 1 {
+        node.operands.get(1)
+    } else {
+        node.operands.first()
+    };
     let Some(&matrix) = matrix else { return Ok(None) };
     let s = sizer.shape(&g.nodes[matrix].ins.shape)?;
     let (in_bytes, out_bytes, unpadded) = bytes;
@@ -70,5 +74,11 @@ pub(super) fn skinny_transposed(w: MxuWork, residency: Residency) -> (MxuWork, R
         return (w, residency);
     }
     let t = MxuWork { m: w.n, n: w.m, ..w };
-    (t, Residency { lhs: residency.rhs, rhs: residency.lhs })
+    (
+        t,
+        Residency {
+            lhs: residency.rhs,
+            rhs: residency.lhs,
+        },
+    )
 }

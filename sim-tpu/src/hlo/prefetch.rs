@@ -16,7 +16,11 @@ use crate::tensorcore::ChipModel;
 
 /// The entry parameter the compiler prefetches on chip, if any: of the parameters a dot or convolution reads
 /// directly, the largest whose padded bytes fit the prefetch budget.
-pub(super) fn cross_program_prefetch(g: &Graph<'_>, sizer: &Sizer, chip: &ChipModel) -> Result<Option<usize>, HloError> {
+pub(super) fn cross_program_prefetch(
+    g: &Graph<'_>,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<Option<usize>, HloError> {
     let mut best: Option<(u64, usize)> = None;
     for (i, n) in g.nodes.iter().enumerate() {
         if n.ins.opcode != "parameter" {

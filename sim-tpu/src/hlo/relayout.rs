@@ -31,8 +31,14 @@ pub(super) fn copies_around(
     chip: &ChipModel,
 ) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
     let (table, rows) = gather_copies(g, k, sizer, chip)?;
-    let before = conv_input_relayout(g, k, sizer, chip)?.into_iter().chain(table).collect();
-    let after = conv_output_relayout(g, k, sizer, chip)?.into_iter().chain(rows).collect();
+    let before = conv_input_relayout(g, k, sizer, chip)?
+        .into_iter()
+        .chain(table)
+        .collect();
+    let after = conv_output_relayout(g, k, sizer, chip)?
+        .into_iter()
+        .chain(rows)
+        .collect();
     Ok((before, after))
 }
 
@@ -86,7 +92,11 @@ pub(super) fn conv_input_relayout(
         let x = &g.nodes[input];
         let Shape::Array(a) = &x.ins.shape else { continue };
         let dims: Vec<i64> = a.dims.iter().map(|d| d.upper_bound().unwrap_or(0)).collect();
-        let Some(lhs) = n.ins.attr("dim_labels").and_then(|l| l.split('_').next().map(str::to_string)) else {
+        let Some(lhs) = n
+            .ins
+            .attr("dim_labels")
+            .and_then(|l| l.split('_').next().map(str::to_string))
+        else {
             continue;
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
@@ -113,7 +123,9 @@ pub(super) fn gather_copies(
     if anchor.ins.opcode != "gather" {
         return Ok((None, None));
     }
-    let Some(&table) = anchor.operands.first() else { return Ok((None, None)) };
+    let Some(&table) = anchor.operands.first() else {
+        return Ok((None, None));
+    };
     let on_chip = chip.prefetch_budget_bytes.max(chip.cmem_bytes);
     let bytes = sizer.shape(&g.nodes[table].ins.shape)?.padded_bytes;
     if g.nodes[table].ins.opcode != "parameter" || bytes > on_chip {

@@ -89,10 +89,7 @@ pub fn corpus_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn 
     heldout_errors(root, corpus_program_records(root)?)
 }
 
-fn heldout_errors(
-    root: &Path,
-    records: Vec<ProgramRecord>,
-) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+fn heldout_errors(root: &Path, records: Vec<ProgramRecord>) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
     use sim_tpu::hlo::score::ratio_error;
     use sim_tpu::hlo::{cost_module, HloModule};
     let mut out = Vec::new();
