@@ -424,6 +424,69 @@ fn is_scalar_constant(node: &Node<'_>) -> bool {
     node.ins.opcode == "constant" && dims_of(&node.ins.shape).is_empty()
 }
 
+/// A kernel's HBM traffic on padded and logical sizes.
+struct Traffic {
+    in_bytes: u64,
+    out_bytes: u64,
+    out_elems: u64,
+    unpadded: u64,
+}
+
+/// The bytes kernel `k` reads and writes in HBM: inputs and outputs not in VMEM, scalar constants aside, a
+/// dynamic-update-slice's buffer updated in place ([`super::inplace`]).
+fn kernel_traffic(g: &Graph<'_>, k: &Group, sizer: &Sizer, in_vmem: &BTreeSet<usize>) -> Result<Traffic, HloError> {
+    let mut t = Traffic {
+        in_bytes: 0,
+        out_bytes: 0,
+        out_elems: 0,
+        unpadded: 0,
+    };
+    let (updated, updates) = super::inplace::in_place_updates(g, k);
+    for &i in &k.inputs {
+        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[i].ins.shape)?;
+        t.in_bytes = t.in_bytes.saturating_add(s.padded_bytes);
+        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+    }
+    for &o in &k.outputs {
+        if in_vmem.contains(&o) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[updates.get(&o).copied().unwrap_or(o)].ins.shape)?;
+        t.out_bytes = t.out_bytes.saturating_add(s.padded_bytes);
+        t.out_elems = t.out_elems.saturating_add(s.padded_elements);
+        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+    }
+    Ok(t)
+}
+
+/// A kernel the TensorCore op model timed (`kc`), with tpusim's kernel fields.
+fn op_model_cost(
+    g: &Graph<'_>,
+    k: &Group,
+    kind: KernelKind,
+    kc: &crate::tensorcore::KernelCost,
+    flops: u64,
+    total_bytes: u64,
+    unpadded: u64,
+) -> KernelCost {
+    KernelCost {
+        name: g.nodes[k.anchor].ins.name.clone(),
+        kind,
+        instructions: k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect(),
+        cycles: kc.cycles,
+        start_cycle: 0,
+        bound_by: kc.bound,
+        flops,
+        hbm_bytes: total_bytes,
+        hbm_unpadded_bytes: unpadded,
+        padding_bytes: total_bytes.saturating_sub(unpadded),
+        vmem_bytes: kc.vmem_bytes,
+    }
+}
+
 /// Costs one kernel.
 fn cost_kernel(
     g: &Graph<'_>,
@@ -438,28 +501,12 @@ fn cost_kernel(
         return Ok(super::scalar::scalar_kernel(g, k));
     }
     let p = &chip.params;
-    let mut in_bytes = 0u64;
-    let mut unpadded = 0u64;
-    let (updated, updates) = super::inplace::in_place_updates(g, k);
-    for &i in &k.inputs {
-        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
-            continue;
-        }
-        let s = sizer.shape(&g.nodes[i].ins.shape)?;
-        in_bytes = in_bytes.saturating_add(s.padded_bytes);
-        unpadded = unpadded.saturating_add(s.logical_bytes);
-    }
-    let mut out_bytes = 0u64;
-    let mut out_elems = 0u64;
-    for &o in &k.outputs {
-        if in_vmem.contains(&o) {
-            continue;
-        }
-        let s = sizer.shape(&g.nodes[updates.get(&o).copied().unwrap_or(o)].ins.shape)?;
-        out_bytes = out_bytes.saturating_add(s.padded_bytes);
-        out_elems = out_elems.saturating_add(s.padded_elements);
-        unpadded = unpadded.saturating_add(s.logical_bytes);
-    }
+    let Traffic {
+        in_bytes,
+        out_bytes,
+        out_elems,
+        unpadded,
+    } = kernel_traffic(g, k, sizer, in_vmem)?;
     let total_bytes = in_bytes.saturating_add(out_bytes);
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
     let dma = total_bytes as f64 / bw;
@@ -517,19 +564,7 @@ fn cost_kernel(
     // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
     if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
         if let Some(kc) = single_op_kernel(g, &g.nodes[*only], in_bytes, out_bytes, unpadded, sizer, chip)? {
-            return Ok(KernelCost {
-                name: g.nodes[k.anchor].ins.name.clone(),
-                kind: k.kind,
-                instructions: vec![g.nodes[*only].ins.name.clone()],
-                cycles: kc.cycles,
-                start_cycle: 0,
-                bound_by: kc.bound,
-                flops,
-                hbm_bytes: total_bytes,
-                hbm_unpadded_bytes: unpadded,
-                padding_bytes: total_bytes.saturating_sub(unpadded),
-                vmem_bytes: kc.vmem_bytes,
-            });
+            return Ok(op_model_cost(g, k, k.kind, &kc, flops, total_bytes, unpadded));
         }
     }
     let dot = k
@@ -540,89 +575,21 @@ fn cost_kernel(
     if let (Some(dot), [(w, _, _)]) = (dot, mxu.as_slice()) {
         let b = (in_bytes, out_bytes, unpadded);
         if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
-            return Ok(KernelCost {
-                name: g.nodes[k.anchor].ins.name.clone(),
-                kind: KernelKind::Loop,
-                instructions: k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect(),
-                cycles: kc.cycles,
-                start_cycle: 0,
-                bound_by: kc.bound,
-                flops,
-                hbm_bytes: total_bytes,
-                hbm_unpadded_bytes: unpadded,
-                padding_bytes: total_bytes.saturating_sub(unpadded),
-                vmem_bytes: kc.vmem_bytes,
-            });
+            return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
         }
     }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
-            if mxu.is_empty() {
-                return Err(HloError::Unsupported("MXU kernel without a dot".into()));
-            }
-            let mut fused = chip.clone();
-            let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
-            fused.params.mm_out_16bit *= f;
-            fused.params.mm_out_32bit *= f;
-            fused.params.mm_acc_32bit *= f;
-            // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
-            // runs each dot's window plan in turn.
-            let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
-            let mut longest = 0.0;
-            for (w, out_dma, residency) in &mxu {
-                let plan = plan_mxu_resident(w, &fused, *residency);
-                // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
-                // never below the MXU's own cycles.
-                let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
-                mxu_body += body;
-                vmem = vmem.max(plan.vmem_bytes);
-                if body > longest {
-                    longest = body;
-                    bound = plan.bound;
-                }
-            }
-            // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
-            // intermediates, so no separate HBM term.
-            // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
-            // window plan does not stream them.
-            let mut epi = 0u64;
-            for &o in &k.outputs {
-                if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
-                    epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-                }
-            }
-            let epi = epi as f64 / bw;
-            // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
-            let body = f64::max(mxu_body, vpu) + epi;
-            let bound = if body == mxu_body { bound } else { Bound::Vpu };
+            let (body, bound, vmem) = mxu_body(g, k, sizer, chip, hp, in_vmem, &mxu, vpu)?;
             (p.mxu_launch_cycles, body, bound, vmem)
         }
         KernelKind::Loop | KernelKind::Reduce => {
-            // Arrays at least half the largest one's size are streamed block by block with it.
-            let full = |i: &usize| {
-                sizer
-                    .shape(&g.nodes[*i].ins.shape)
-                    .map(|s| 2.0 * s.padded_elements as f64 >= max_blocks * VREG_ELEMENTS as f64)
-                    .unwrap_or(false)
+            let blocks = Blocks {
+                max: max_blocks,
+                vpu,
+                ops: op_blocks,
             };
-            let streams = (k
-                .inputs
-                .iter()
-                .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
-                .count()
-                + k.outputs.iter().filter(|o| full(o)).count()) as f64;
-            let streamed = k
-                .inputs
-                .iter()
-                .chain(&k.outputs)
-                .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
-            let compute = if streamed {
-                vpu.max(max_blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
-            } else {
-                vmem_resident_compute(op_blocks, hp)
-            };
-            let body = compute.max(dma);
-            let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
+            let (body, bound) = loop_body(g, k, sizer, hp, in_vmem, blocks, dma);
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
         KernelKind::Unmodelled | KernelKind::While | KernelKind::Conditional => {
@@ -666,6 +633,115 @@ fn cost_kernel(
         padding_bytes: total_bytes.saturating_sub(unpadded),
         vmem_bytes: vmem,
     })
+}
+
+/// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
+/// kept in VMEM not written), or its fused vector work if longer, plus the epilogue results it writes to HBM;
+/// with what bounds it and its peak VMEM.
+#[allow(clippy::too_many_arguments)]
+fn mxu_body(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+    mxu: &[(MxuWork, f64, Residency)],
+    vpu: f64,
+) -> Result<(f64, Bound, u64), HloError> {
+    let bw = hp.hbm_bytes_per_cycle.max(1e-9);
+    if mxu.is_empty() {
+        return Err(HloError::Unsupported("MXU kernel without a dot".into()));
+    }
+    let mut fused = chip.clone();
+    let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
+    fused.params.mm_out_16bit *= f;
+    fused.params.mm_out_32bit *= f;
+    fused.params.mm_acc_32bit *= f;
+    // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
+    // runs each dot's window plan in turn.
+    let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
+    let mut longest = 0.0;
+    for (w, out_dma, residency) in mxu {
+        let plan = plan_mxu_resident(w, &fused, *residency);
+        // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
+        // never below the MXU's own cycles.
+        let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+        mxu_body += body;
+        vmem = vmem.max(plan.vmem_bytes);
+        if body > longest {
+            longest = body;
+            bound = plan.bound;
+        }
+    }
+    // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
+    // intermediates, so no separate HBM term.
+    // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
+    // window plan does not stream them.
+    let mut epi = 0u64;
+    for &o in &k.outputs {
+        if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
+            epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+        }
+    }
+    let epi = epi as f64 / bw;
+    // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
+    let body = f64::max(mxu_body, vpu) + epi;
+    let bound = if body == mxu_body { bound } else { Bound::Vpu };
+    Ok((body, bound, vmem))
+}
+
+/// A loop or reduce kernel's vector work in 1024-element blocks.
+#[derive(Clone, Copy)]
+struct Blocks {
+    /// Blocks of its largest array.
+    max: f64,
+    /// Cycles of its fused ops.
+    vpu: f64,
+    /// Op blocks (the fused ops' blocks, before their per-block cost).
+    ops: f64,
+}
+
+/// The body of a loop or reduce kernel: its loop pipeline over the largest array (per block, plus per full-size
+/// array streamed) or its fused ops, whichever is longer, or only its vector work when nothing full-size is
+/// streamed from HBM; at least its HBM transfer `dma`. With what bounds it.
+fn loop_body(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+    blocks: Blocks,
+    dma: f64,
+) -> (f64, Bound) {
+    // Arrays at least half the largest one's size are streamed block by block with it.
+    let full = |i: &usize| {
+        sizer
+            .shape(&g.nodes[*i].ins.shape)
+            .map(|s| 2.0 * s.padded_elements as f64 >= blocks.max * VREG_ELEMENTS as f64)
+            .unwrap_or(false)
+    };
+    let streams = (k
+        .inputs
+        .iter()
+        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
+        .count()
+        + k.outputs.iter().filter(|o| full(o)).count()) as f64;
+    let streamed = k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
+    let compute = if streamed {
+        blocks
+            .vpu
+            .max(blocks.max * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
+    } else {
+        vmem_resident_compute(blocks.ops, hp)
+    };
+    let body = compute.max(dma);
+    let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
+    (body, bound)
 }
 
 /// Vector cycles of a loop or reduce kernel none of whose full-size arrays is streamed from or to HBM (all in
