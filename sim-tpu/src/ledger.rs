@@ -142,6 +142,8 @@ impl ErrorFigures {
 pub struct Computed {
     /// `tpusim hlo` cycles on the held-out program records.
     pub hlo: ErrorFigures,
+    /// `tpusim hlo` cycles on the compiler corpus's random held-out records.
+    pub hlo_corpus: ErrorFigures,
     /// `tpusim op` cycles on the held-out op records.
     pub op: ErrorFigures,
     /// The band data (its coverage).
@@ -236,6 +238,19 @@ impl Ledger {
                 "held out from the fit ({} records): {}",
                 c.hlo.records(),
                 c.hlo.summary()
+            );
+        }
+        if let Some(s) = self.set_mut("hlo") {
+            s.heldout.extend(
+                c.hlo_corpus
+                    .figures("`tpusim hlo` total cycles against the compiler, the corpus's random held-out programs"),
+            );
+        }
+        if let Some(r) = self.row_mut("hlo_corpus") {
+            r.result = format!(
+                "held out from the fit ({} records): {}",
+                c.hlo_corpus.records(),
+                c.hlo_corpus.summary()
             );
         }
         if let Some(s) = self.set_mut("op") {

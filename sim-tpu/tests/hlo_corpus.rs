@@ -5,7 +5,7 @@ use std::io::Read;
 use std::path::PathBuf;
 
 use sim_tpu::hlo::corpus::{parse_records, Split};
-use sim_tpu::hlo::score::{quantile, ratio_error};
+use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
 use sim_tpu::hlo::{cost_module, HloModule};
 use sim_tpu::tensorcore::ChipModel;
 
@@ -17,17 +17,26 @@ fn gunzip(path: &PathBuf) -> String {
     s
 }
 
-/// The random held-out median over all chips with the embedded constants (36.5 % on 326 records; README
-/// "Generalization"), with a little room for the corpus to grow: a rule change that makes unseen programs
-/// worse fails here. (The goal is 15 %.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.40;
+/// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
+/// corpus's random fit split and the reference sample's; README "Generalization": 17.3 % median and
+/// 129.4 % p90 on 247 records), with a little room for the corpus to grow: a rule or constant change that
+/// makes unseen programs worse fails here. (The goals are 15 % and 40 %; the p90 is not met.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.19;
+const HELDOUT_P90_MAX: f64 = 1.40;
+/// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
+const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
+/// v5p's temp median is 85.8 %: its temp constants are fitted on the reference sample (a fit on the corpus
+/// breaks the sample's held-out temp bound, 37.5 % against 25 %), and the corpus's larger programs keep
+/// intermediates on chip where the reference-fitted constants put them in HBM. Bounded so it cannot grow.
+const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.90;
 
 #[test]
 fn corpus_bytes_exact_and_heldout_within_bound() {
     let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/hlo/corpus");
     let recs = parse_records(&gunzip(&dir.join("records.jsonl.gz"))).unwrap();
-    assert!(recs.len() >= 300, "{}", recs.len());
+    assert!(recs.len() >= 1200, "{}", recs.len());
     let mut heldout = Vec::new();
+    let mut temps: std::collections::BTreeMap<String, Vec<f64>> = std::collections::BTreeMap::new();
     let mut modules = std::collections::BTreeMap::new();
     for r in &recs {
         let m = modules
@@ -36,11 +45,29 @@ fn corpus_bytes_exact_and_heldout_within_bound() {
         let c = cost_module(m, &ChipModel::preset(&r.chip).unwrap()).unwrap();
         assert_eq!(c.argument_bytes, r.argument_bytes, "{} argument bytes", r.id);
         assert_eq!(c.output_bytes, r.output_bytes, "{} output bytes", r.id);
-        if Split::Random.checks(r) && r.estimate_complete {
-            heldout.push(ratio_error(c.total_cycles as f64, r.total_estimated_cycles as f64));
+        if Split::Random.checks(r) {
+            temps
+                .entry(r.chip.clone())
+                .or_default()
+                .push(temp_error(c.temp_bytes, r.temp_bytes));
+            if r.estimate_complete && r.total_estimated_cycles > 0 {
+                heldout.push(ratio_error(c.total_cycles as f64, r.total_estimated_cycles as f64));
+            }
         }
     }
-    assert!(heldout.len() >= 50, "{}", heldout.len());
+    assert!(heldout.len() >= 100, "{}", heldout.len());
     let med = quantile(&heldout, 0.5);
     assert!(med <= HELDOUT_MEDIAN_MAX, "random held-out median {med:.3}");
+    let p90 = quantile(&heldout, 0.9);
+    assert!(p90 <= HELDOUT_P90_MAX, "random held-out p90 {p90:.3}");
+    assert_eq!(temps.len(), 5);
+    for (chip, t) in &temps {
+        let m = quantile(t, 0.5);
+        let bound = if chip == "v5p" {
+            HELDOUT_TEMP_MEDIAN_MAX_V5P
+        } else {
+            HELDOUT_TEMP_MEDIAN_MAX
+        };
+        assert!(m <= bound, "{chip}: random held-out temp median {m:.3}");
+    }
 }

@@ -135,12 +135,14 @@ ENTRY main {{
     )
 }
 
-/// The heavy branch as a program of its own.
+/// The heavy branch as a program of its own, its operands in one tuple parameter as the branch gets them (so no
+/// entry parameter feeds the dot directly and none is prefetched across programs, which a branch never is).
 const HEAVY_ALONE: &str = r#"HloModule heavy
 
 ENTRY main {
-  x = f32[256,512]{1,0} parameter(0)
-  w = f32[512,512]{1,0} parameter(1)
+  p = (f32[256,512]{1,0}, f32[512,512]{1,0}) parameter(0)
+  x = f32[256,512]{1,0} get-tuple-element(p), index=0
+  w = f32[512,512]{1,0} get-tuple-element(p), index=1
   d = f32[256,512]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
   ROOT t = f32[256,512]{1,0} tanh(d)
 }

@@ -45,7 +45,7 @@ fn every_set_has_a_provenance_and_rows_quote_heldout_figures_only() {
         );
         assert!(root().join(&s.file).exists(), "{}: {}", s.id, s.file);
     }
-    for id in ["op", "hlo", "band"] {
+    for id in ["op", "hlo", "hlo_corpus", "band"] {
         let r = l.agreement.iter().find(|r| r.id == id).unwrap();
         assert!(
             r.result.contains("held out") || r.result.contains("left out"),

@@ -224,8 +224,9 @@ pub fn hlo_band_from_records(
         }
     }
     let source = format!(
-        "testdata/hlo/programs.json: domain from the {} kernels of the fit split, residuals from {} held-out \
-         records (estimate complete); coverage leaving one program out at a time",
+        "testdata/hlo/programs.json and the compiler corpus (testdata/hlo/corpus): domain from the {} kernels of \
+         the fit split, residuals from {} held-out records (estimate complete); coverage leaving one program out \
+         at a time",
         fit.len(),
         heldout.len()
     );

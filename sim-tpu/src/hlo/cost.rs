@@ -27,8 +27,10 @@ use crate::tensorcore::cost::{plan_mxu_resident, Residency};
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
-/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file, fitted by
-/// `cargo run --release -p sim-tpu --example hlo_fit` on the `fit` split of testdata/hlo/programs.json only).
+/// Constants of the fused-kernel model, per chip (`calibration.json` beside this file): the cycle constants fitted
+/// by `cargo run --release -p sim-tpu --example hlo_fit -- --corpus` on the `fit` splits of
+/// testdata/hlo/programs.json and of the compiler corpus, the temp constants on programs.json's only
+/// (`tools/corpus/merge_temp.py`).
 #[derive(Clone, Debug, PartialEq, serde::Serialize, serde::Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HloParams {
@@ -64,8 +66,9 @@ pub struct HloParams {
     /// standalone ops whose results go to HBM): inside a program most matmul results stay in VMEM for the next
     /// kernel (fitted).
     pub mxu_epilogue_factor: f64,
-    /// Factor (0.2..=1) on the op model's fixed launch cycles (`launch_cycles`, `mxu_launch_cycles`): kernels of
-    /// one program overlap their prologue with the previous kernel (fitted).
+    /// Factor (0.2..=1) on the op model's fixed MXU launch cycles (`mxu_launch_cycles`): an MXU kernel of a
+    /// program overlaps its prologue with the previous kernel (fitted). Loop and reduce kernels pay the op model's
+    /// whole `launch_cycles` ([`loop_launch_cycles`]).
     pub launch_factor: f64,
     /// VPU cycles per 1024 padded elements of one fused op inside an MXU kernel (its epilogue runs on tiles
     /// already in vector registers, far cheaper than a loop fusion's op; fitted, `fused_op_cycles` when absent).
@@ -332,7 +335,15 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
         OpClass::Relayout => ((out, out), 0),
         OpClass::Transcendental => ((out, out), n),
         OpClass::Movement => match node.ins.opcode.as_str() {
-            "pad" | "concatenate" | "reverse" | "dynamic-update-slice" => ((out, out), 0),
+            // In place: only the update moves.
+            "dynamic-update-slice" => {
+                let u = match node.operands.get(1) {
+                    Some(&o) => sizer.shape(&g.nodes[o].ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                    None => out,
+                };
+                ((u, u), 0)
+            }
+            "pad" | "concatenate" | "reverse" => ((out, out), 0),
             _ => ((0.0, out), 0),
         },
         OpClass::Reduce => {
@@ -396,6 +407,70 @@ fn is_scalar_constant(node: &Node<'_>) -> bool {
     node.ins.opcode == "constant" && dims_of(&node.ins.shape).is_empty()
 }
 
+/// A kernel's HBM traffic on padded and logical sizes.
+struct Traffic {
+    in_bytes: u64,
+    out_bytes: u64,
+    out_elems: u64,
+    unpadded: u64,
+}
+
+/// The bytes kernel `k` reads and writes in HBM: inputs and outputs not in VMEM, scalar constants aside, a
+/// dynamic-update-slice's buffer updated in place ([`super::inplace`]).
+fn kernel_traffic(g: &Graph<'_>, k: &Group, sizer: &Sizer, in_vmem: &BTreeSet<usize>) -> Result<Traffic, HloError> {
+    let mut t = Traffic {
+        in_bytes: 0,
+        out_bytes: 0,
+        out_elems: 0,
+        unpadded: 0,
+    };
+    let (updated, updates) = super::inplace::in_place_updates(g, k);
+    for &i in &k.inputs {
+        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[i].ins.shape)?;
+        t.in_bytes = t.in_bytes.saturating_add(s.padded_bytes);
+        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+    }
+    for &o in &k.outputs {
+        if in_vmem.contains(&o) {
+            continue;
+        }
+        let s = sizer.shape(&g.nodes[updates.get(&o).copied().unwrap_or(o)].ins.shape)?;
+        t.out_bytes = t.out_bytes.saturating_add(s.padded_bytes);
+        t.out_elems = t.out_elems.saturating_add(s.padded_elements);
+        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+    }
+    Ok(t)
+}
+
+/// A kernel the TensorCore op model timed (`kc`), with tpusim's kernel fields.
+fn op_model_cost(
+    g: &Graph<'_>,
+    k: &Group,
+    kind: KernelKind,
+    kc: &crate::tensorcore::KernelCost,
+    flops: u64,
+    total_bytes: u64,
+    unpadded: u64,
+) -> KernelCost {
+    KernelCost {
+        name: g.nodes[k.anchor].ins.name.clone(),
+        kind,
+        instructions: k.members.iter().map(|&m| g.nodes[m].ins.name.clone()).collect(),
+        cycles: kc.cycles,
+        start_cycle: 0,
+        bound_by: kc.bound,
+        flops,
+        hbm_bytes: total_bytes,
+        hbm_unpadded_bytes: unpadded,
+        padding_bytes: total_bytes.saturating_sub(unpadded),
+        vmem_bytes: kc.vmem_bytes,
+        nodes: k.members.clone(),
+    }
+}
+
 /// Costs one kernel.
 fn cost_kernel(
     g: &Graph<'_>,
@@ -406,34 +481,23 @@ fn cost_kernel(
     in_vmem: &BTreeSet<usize>,
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<KernelCost, HloError> {
+    if super::scalar::on_scalar_unit(g, k) {
+        return Ok(super::scalar::scalar_kernel(g, k));
+    }
     let p = &chip.params;
-    let mut in_bytes = 0u64;
-    let mut unpadded = 0u64;
-    for &i in &k.inputs {
-        if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) {
-            continue;
-        }
-        let s = sizer.shape(&g.nodes[i].ins.shape)?;
-        in_bytes = in_bytes.saturating_add(s.padded_bytes);
-        unpadded = unpadded.saturating_add(s.logical_bytes);
-    }
-    let mut out_bytes = 0u64;
-    let mut out_elems = 0u64;
-    for &o in &k.outputs {
-        if in_vmem.contains(&o) {
-            continue;
-        }
-        let s = sizer.shape(&g.nodes[o].ins.shape)?;
-        out_bytes = out_bytes.saturating_add(s.padded_bytes);
-        out_elems = out_elems.saturating_add(s.padded_elements);
-        unpadded = unpadded.saturating_add(s.logical_bytes);
-    }
+    let Traffic {
+        in_bytes,
+        out_bytes,
+        out_elems,
+        unpadded,
+    } = kernel_traffic(g, k, sizer, in_vmem)?;
     let total_bytes = in_bytes.saturating_add(out_bytes);
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
     let dma = total_bytes as f64 / bw;
     let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
     let mut flops = 0u64;
     let mut vpu = 0.0;
+    let mut op_blocks = 0.0;
     let mut mxu: Vec<(MxuWork, f64, Residency)> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
@@ -460,13 +524,15 @@ fn cost_kernel(
                     lhs: resident(node.operands.first()),
                     rhs: resident(node.operands.get(1)),
                 };
-                mxu.push((w.0, out_dma, residency));
+                let (w, residency) = super::matvec::skinny_transposed(w.0, residency);
+                mxu.push((w, out_dma, residency));
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
             }
             _ => {
                 let (c, f) = vpu_blocks(g, node, sizer)?;
+                op_blocks += c.0;
                 vpu += c.0
                     * if k.kind == KernelKind::Mxu {
                         hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
@@ -482,81 +548,32 @@ fn cost_kernel(
     // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
     if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
         if let Some(kc) = single_op_kernel(g, &g.nodes[*only], in_bytes, out_bytes, unpadded, sizer, chip)? {
-            return Ok(KernelCost {
-                name: g.nodes[k.anchor].ins.name.clone(),
-                kind: k.kind,
-                instructions: vec![g.nodes[*only].ins.name.clone()],
-                cycles: kc.cycles,
-                start_cycle: 0,
-                bound_by: kc.bound,
-                flops,
-                hbm_bytes: total_bytes,
-                hbm_unpadded_bytes: unpadded,
-                padding_bytes: total_bytes.saturating_sub(unpadded),
-                vmem_bytes: kc.vmem_bytes,
-                nodes: vec![*only],
-            });
+            return Ok(op_model_cost(g, k, k.kind, &kc, flops, total_bytes, unpadded));
+        }
+    }
+    let dot = k
+        .members
+        .iter()
+        .copied()
+        .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
+    if let (Some(dot), [(w, _, _)]) = (dot, mxu.as_slice()) {
+        let b = (in_bytes, out_bytes, unpadded);
+        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
+            return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
         }
     }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
-            if mxu.is_empty() {
-                return Err(HloError::Unsupported("MXU kernel without a dot".into()));
-            }
-            let mut fused = chip.clone();
-            let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
-            fused.params.mm_out_16bit *= f;
-            fused.params.mm_out_32bit *= f;
-            fused.params.mm_acc_32bit *= f;
-            // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
-            // runs each dot's window plan in turn.
-            let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
-            let mut longest = 0.0;
-            for (w, out_dma, residency) in &mxu {
-                let plan = plan_mxu_resident(w, &fused, *residency);
-                // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
-                // never below the MXU's own cycles.
-                let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
-                mxu_body += body;
-                vmem = vmem.max(plan.vmem_bytes);
-                if body > longest {
-                    longest = body;
-                    bound = plan.bound;
-                }
-            }
-            // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
-            // intermediates, so no separate HBM term.
-            // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
-            // window plan does not stream them.
-            let mut epi = 0u64;
-            for &o in &k.outputs {
-                if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
-                    epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-                }
-            }
-            let epi = epi as f64 / bw;
-            // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
-            let body = f64::max(mxu_body, vpu) + epi;
-            let bound = if body == mxu_body { bound } else { Bound::Vpu };
+            let (body, bound, vmem) = mxu_body(g, k, sizer, chip, hp, in_vmem, &mxu, vpu)?;
             (p.mxu_launch_cycles, body, bound, vmem)
         }
         KernelKind::Loop | KernelKind::Reduce => {
-            // Arrays at least half the largest one's size are streamed block by block with it.
-            let full = |i: &usize| {
-                sizer
-                    .shape(&g.nodes[*i].ins.shape)
-                    .map(|s| 2.0 * s.padded_elements as f64 >= max_blocks * VREG_ELEMENTS as f64)
-                    .unwrap_or(false)
+            let blocks = Blocks {
+                max: max_blocks,
+                vpu,
+                ops: op_blocks,
             };
-            let streams = (k
-                .inputs
-                .iter()
-                .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
-                .count()
-                + k.outputs.iter().filter(|o| full(o)).count()) as f64;
-            let compute = vpu.max(max_blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams));
-            let body = compute.max(dma);
-            let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
+            let (body, bound) = loop_body(g, k, sizer, hp, in_vmem, blocks, dma);
             (p.launch_cycles, body, bound, total_bytes.min(scoped))
         }
         KernelKind::Unmodelled | KernelKind::While | KernelKind::Conditional => {
@@ -570,14 +587,17 @@ fn cost_kernel(
             };
             let moved = match anchor.ins.opcode.as_str() {
                 "gather" | "dynamic-slice" => total_bytes.saturating_sub(first).saturating_add(out_bytes),
-                "scatter" | "dynamic-update-slice" => total_bytes.saturating_sub(first),
+                "scatter" => total_bytes.saturating_sub(first),
                 _ => total_bytes,
             };
             let body = moved as f64 / bw;
             (p.launch_cycles, body, Bound::Hbm, total_bytes.min(scoped))
         }
     };
-    let launch_c = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
+    let launch_c = match k.kind {
+        KernelKind::Mxu => (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64,
+        _ => loop_launch_cycles(chip),
+    };
     let body_c = body.max(0.0).round() as u64;
     let bound = if launch_c > body_c { Bound::Launch } else { bound };
     let mut names = Vec::with_capacity(k.members.len());
@@ -598,6 +618,134 @@ fn cost_kernel(
         vmem_bytes: vmem,
         nodes: k.members.clone(),
     })
+}
+
+/// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
+/// kept in VMEM not written), or its fused vector work if longer, plus the epilogue results it writes to HBM;
+/// with what bounds it and its peak VMEM.
+#[allow(clippy::too_many_arguments)]
+fn mxu_body(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+    mxu: &[(MxuWork, f64, Residency)],
+    vpu: f64,
+) -> Result<(f64, Bound, u64), HloError> {
+    let bw = hp.hbm_bytes_per_cycle.max(1e-9);
+    if mxu.is_empty() {
+        return Err(HloError::Unsupported("MXU kernel without a dot".into()));
+    }
+    let mut fused = chip.clone();
+    let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
+    fused.params.mm_out_16bit *= f;
+    fused.params.mm_out_32bit *= f;
+    fused.params.mm_acc_32bit *= f;
+    // A kernel recomputing a cheap producer dot (attention scores in the softmax and its gradient)
+    // runs each dot's window plan in turn.
+    let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
+    let mut longest = 0.0;
+    for (w, out_dma, residency) in mxu {
+        let plan = plan_mxu_resident(w, &fused, *residency);
+        // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
+        // never below the MXU's own cycles.
+        let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+        mxu_body += body;
+        vmem = vmem.max(plan.vmem_bytes);
+        if body > longest {
+            longest = body;
+            bound = plan.bound;
+        }
+    }
+    // The window plan streams the dot's operands itself; most producers' inputs are VMEM-resident
+    // intermediates, so no separate HBM term.
+    // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
+    // window plan does not stream them.
+    let mut epi = 0u64;
+    for &o in &k.outputs {
+        if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
+            epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+        }
+    }
+    let epi = epi as f64 / bw;
+    // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
+    let body = f64::max(mxu_body, vpu) + epi;
+    let bound = if body == mxu_body { bound } else { Bound::Vpu };
+    Ok((body, bound, vmem))
+}
+
+/// A loop or reduce kernel's vector work in 1024-element blocks.
+#[derive(Clone, Copy)]
+struct Blocks {
+    /// Blocks of its largest array.
+    max: f64,
+    /// Cycles of its fused ops.
+    vpu: f64,
+    /// Op blocks (the fused ops' blocks, before their per-block cost).
+    ops: f64,
+}
+
+/// The body of a loop or reduce kernel: its loop pipeline over the largest array (per block, plus per full-size
+/// array streamed) or its fused ops, whichever is longer, or only its vector work when nothing full-size is
+/// streamed from HBM; at least its HBM transfer `dma`. With what bounds it.
+fn loop_body(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+    blocks: Blocks,
+    dma: f64,
+) -> (f64, Bound) {
+    // Arrays at least half the largest one's size are streamed block by block with it.
+    let full = |i: &usize| {
+        sizer
+            .shape(&g.nodes[*i].ins.shape)
+            .map(|s| 2.0 * s.padded_elements as f64 >= blocks.max * VREG_ELEMENTS as f64)
+            .unwrap_or(false)
+    };
+    let streams = (k
+        .inputs
+        .iter()
+        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
+        .count()
+        + k.outputs.iter().filter(|o| full(o)).count()) as f64;
+    let streamed = k
+        .inputs
+        .iter()
+        .chain(&k.outputs)
+        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
+    let compute = if streamed {
+        blocks
+            .vpu
+            .max(blocks.max * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
+    } else {
+        vmem_resident_compute(blocks.ops, hp)
+    };
+    let body = compute.max(dma);
+    let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
+    (body, bound)
+}
+
+/// Vector cycles of a loop or reduce kernel none of whose full-size arrays is streamed from or to HBM (all in
+/// VMEM: the scores of a softmax next to the matmul that made them): no HBM loop pipeline, only the vector work,
+/// at the rate of an MXU kernel's fused ops, which also run on tiles already on chip. Evidence (compiler corpus,
+/// attention.017 on v5e, scores f32[3,16,431,431]: 10,368 padded blocks): the compiler's one kernel computing the
+/// scores' dot, row max, exp and row sum costs 43,792 cycles, 4.2 per block for all of it, where the loop
+/// pipeline alone (`loop_block_cycles`, 12.9 on v5e) would cost 134,000 for the exp and sum.
+fn vmem_resident_compute(op_blocks: f64, hp: &HloParams) -> f64 {
+    op_blocks * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
+}
+
+/// Fixed cycles of a loop, reduce or unmodelled kernel: the op model's whole `launch_cycles`, not overlapped with the
+/// previous kernel. Evidence (compiler corpus, 1,300 kLoop fusions and single-op kernels over 5 chips): no such
+/// kernel is estimated below the chip's launch (minimum kLoop estimate v4 611, v5e 1818, v5p 2117, v6e 2116, tpu7x
+/// 2296 cycles, at the op model's `launch_cycles` 607, 1813, 2117, 2116, 2289), inside programs of up to hundreds of
+/// kernels as alone; MXU (kOutput) fusions do go below theirs (v5e 280 cycles), so only they keep `launch_factor`.
+pub(super) fn loop_launch_cycles(chip: &ChipModel) -> u64 {
+    chip.params.launch_cycles.max(0.0).round() as u64
 }
 
 /// Whether a dot operand's value comes from VMEM: an intermediate placed there, or computed in the kernel from
@@ -868,7 +1016,10 @@ fn cost_graph(
     let groups = group(g, &node_bytes)?;
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-    let (_, in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    let (_, mut in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    if control.depth == 0 {
+        in_vmem.extend(super::prefetch::cross_program_prefetch(g, sizer, chip)?);
+    }
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
     let mut unmodelled = BTreeMap::new();
@@ -881,7 +1032,7 @@ fn cost_graph(
             "conditional" => Some(KernelKind::Conditional),
             _ => None,
         };
-        let mut c = match control_flow {
+        let c = match control_flow {
             Some(kind) if k.kind == KernelKind::Unmodelled => {
                 if control.depth >= MAX_LOOP_DEPTH {
                     return Err(HloError::Unsupported(format!(
@@ -905,9 +1056,16 @@ fn cost_graph(
             }
             _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
-        c.start_cycle = t;
-        t = t.saturating_add(c.cycles);
-        kernels.push(c);
+        let (before, after) = if control.depth == 0 {
+            super::relayout::copies_around(g, k, sizer, chip)?
+        } else {
+            (Vec::new(), Vec::new())
+        };
+        for mut r in before.into_iter().chain([c]).chain(after) {
+            r.start_cycle = t;
+            t = t.saturating_add(r.cycles);
+            kernels.push(r);
+        }
     }
     // A nested graph's temporaries live while it runs, beside the enclosing graph's.
     temp = temp.saturating_add(nested_temp);

@@ -17,9 +17,43 @@ pub fn program_records(root: &Path) -> Result<Vec<ProgramRecord>, Box<dyn std::e
     Ok(serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?)
 }
 
-/// The text of an HLO file of `testdata/hlo`.
+/// The compiler corpus's records (`testdata/hlo/corpus/records.jsonl.gz`) as program records, their HLO files
+/// named relative to `testdata/hlo` (`corpus/hlo/<program>.hlo.txt.gz`); the random split is their split.
+pub fn corpus_program_records(root: &Path) -> Result<Vec<ProgramRecord>, Box<dyn std::error::Error>> {
+    use sim_tpu::hlo::corpus::{parse_records, RandomSide};
+    let p = root.join("testdata/hlo/corpus/records.jsonl.gz");
+    let mut text = String::new();
+    flate2::read::GzDecoder::new(&std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?[..])
+        .read_to_string(&mut text)?;
+    let recs = parse_records(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    Ok(recs
+        .into_iter()
+        .map(|r| ProgramRecord {
+            id: r.id,
+            program: r.program,
+            hlo: format!("corpus/hlo/{}", r.hlo),
+            chip: r.chip,
+            split: match r.split {
+                RandomSide::Fit => "fit".to_string(),
+                RandomSide::Heldout => "heldout".to_string(),
+            },
+            estimate_complete: r.estimate_complete && r.total_estimated_cycles > 0,
+            total_estimated_cycles: r.total_estimated_cycles as f64,
+        })
+        .collect())
+}
+
+/// The text of an HLO file of `testdata/hlo` (gzip-compressed when its name ends in `.gz`).
 pub fn hlo_text(root: &Path, name: &str) -> Option<String> {
-    std::fs::read_to_string(root.join("testdata/hlo").join(name)).ok()
+    let p = root.join("testdata/hlo").join(name);
+    if name.ends_with(".gz") {
+        let mut text = String::new();
+        flate2::read::GzDecoder::new(&std::fs::read(&p).ok()?[..])
+            .read_to_string(&mut text)
+            .ok()?;
+        return Some(text);
+    }
+    std::fs::read_to_string(p).ok()
 }
 
 /// `testdata/ops/tc_records.jsonl.gz`.
@@ -33,7 +67,8 @@ pub fn op_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::E
 
 /// The band data, built from the records as `band_fit` writes it.
 pub fn band_data(root: &Path, command: &str) -> Result<BandData, Box<dyn std::error::Error>> {
-    let programs = program_records(root)?;
+    let mut programs = program_records(root)?;
+    programs.extend(corpus_program_records(root)?);
     let hlo = hlo_band_from_records(&programs, &|name| hlo_text(root, name))?;
     let op = op_band_from_records(&op_records(root)?, HELDOUT_PERCENT)?;
     Ok(BandData {
@@ -46,10 +81,19 @@ pub fn band_data(root: &Path, command: &str) -> Result<BandData, Box<dyn std::er
 
 /// `tpusim hlo`'s cycle errors on the held-out program records (estimate complete), by chip.
 pub fn hlo_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+    heldout_errors(root, program_records(root)?)
+}
+
+/// `tpusim hlo`'s cycle errors on the compiler corpus's random held-out records (estimate complete), by chip.
+pub fn corpus_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
+    heldout_errors(root, corpus_program_records(root)?)
+}
+
+fn heldout_errors(root: &Path, records: Vec<ProgramRecord>) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
     use sim_tpu::hlo::score::ratio_error;
     use sim_tpu::hlo::{cost_module, HloModule};
     let mut out = Vec::new();
-    for r in program_records(root)? {
+    for r in records {
         if r.split != "heldout" || !r.estimate_complete {
             continue;
         }
@@ -83,6 +127,7 @@ pub fn ledger_computed(
     use sim_tpu::ledger::{Computed, ErrorFigures};
     Ok(Computed {
         hlo: ErrorFigures::of(&hlo_heldout_errors(root)?),
+        hlo_corpus: ErrorFigures::of(&corpus_heldout_errors(root)?),
         op: ErrorFigures::of(&op_heldout_errors(root)?),
         band: band_data(root, band_command)?,
     })

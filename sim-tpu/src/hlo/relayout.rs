@@ -1,0 +1,183 @@
+//! The relayout copies the compiler adds around a convolution (its input and its result leaving the program)
+//! and around a gather from a table that fits on chip.
+//!
+//! The compiler writes a convolution's result with the batch dimension inside the spatial ones (layout
+//! `{3,0,2,1}` for `b01f`, or the output reshaped to `[H, N*W/k, k, C]`), the order its windowed MXU passes
+//! produce; an entry output must be in the entry's row-major layout, so a `copy` kernel moves it there.
+//! Evidence (compiler corpus, `tools/corpus/compare_kernels.py`): 54 of the 79 conv and ResNet-block records
+//! (all chips) have a copy of the output's shape into `{3,2,1,0}` (e.g. conv.011 on v6e: a 5,388-cycle
+//! convolution fusion, then a 6,591-cycle copy of f32[9,17,17,145]); the others end in a stride-2 slice or a
+//! small-image layout the copy is folded into. The copy is an array relayout, timed by the op model's transpose
+//! (calibrated on the compiler's transposes: 43,135 cycles against the copy's 38,878 for bf16[5,56,56,128] on
+//! v4); the op model's 4-D relayout class fits worse (conv family median 143% against 102%). Loop bodies
+//! choose their own layouts, so only the entry graph pays it.
+
+use super::bytes::Sizer;
+use super::fusion::{Group, KernelKind};
+use super::graph::Graph;
+use super::ops::OpClass;
+use super::{HloError, KernelCost};
+use crate::tensorcore::cost::time_kernel;
+use crate::tensorcore::lower::{Kernel, VpuClass, Work, VREG_ELEMENTS};
+use crate::tensorcore::ChipModel;
+use sim_core::layout::Shape;
+
+/// The copies the compiler adds before and after kernel `k` of the entry graph (convolution inputs and results,
+/// gathers' tables and rows).
+pub(super) fn copies_around(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
+    let (table, rows) = gather_copies(g, k, sizer, chip)?;
+    let before = conv_input_relayout(g, k, sizer, chip)?
+        .into_iter()
+        .chain(table)
+        .collect();
+    let after = conv_output_relayout(g, k, sizer, chip)?
+        .into_iter()
+        .chain(rows)
+        .collect();
+    Ok((before, after))
+}
+
+/// The relayout kernel following MXU kernel `k` of the entry graph `g`, when `k` computes a convolution with
+/// spatial dimensions and writes an entry output of rank 3 or more; `None` otherwise.
+pub(super) fn conv_output_relayout(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<Option<KernelCost>, HloError> {
+    let spatial_conv = k.members.iter().any(|&m| {
+        let n = &g.nodes[m];
+        n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
+    });
+    if k.kind != KernelKind::Mxu || !spatial_conv {
+        return Ok(None);
+    }
+    let entry_outputs = g.outputs();
+    let Some(&out) = k
+        .outputs
+        .iter()
+        .find(|o| entry_outputs.contains(o) && rank(&g.nodes[**o].ins.shape) >= 3)
+    else {
+        return Ok(None);
+    };
+    relayout_kernel(g, out, sizer, chip).map(Some)
+}
+
+/// The relayout copy the compiler adds before a convolution reading a 16-bit activation straight from an entry
+/// parameter with a batch above 1 and images at least 8 wide: it moves the batch inside the spatial dimensions
+/// (`{3,2,0,1}`), where the 16-bit rows pack in pairs. Evidence (compiler corpus, conv family, every chip): the
+/// bf16 programs with N > 1 and W >= 28 (conv.000, .009, .018, .026) copy the input first (conv.026 on v5e:
+/// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles); the f32 one (conv.011, N 9, W 17) and the 7-wide one
+/// (conv.008) do not, nor the N = 1 ones (conv.025, .031).
+pub(super) fn conv_input_relayout(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<Option<KernelCost>, HloError> {
+    if k.kind != KernelKind::Mxu {
+        return Ok(None);
+    }
+    for &m in &k.members {
+        let n = &g.nodes[m];
+        if n.class != OpClass::Convolution || rank(&n.ins.shape) < 4 {
+            continue;
+        }
+        let Some(&input) = n.operands.first() else { continue };
+        let x = &g.nodes[input];
+        let Shape::Array(a) = &x.ins.shape else { continue };
+        let dims: Vec<i64> = a.dims.iter().map(|d| d.upper_bound().unwrap_or(0)).collect();
+        let Some(lhs) = n
+            .ins
+            .attr("dim_labels")
+            .and_then(|l| l.split('_').next().map(str::to_string))
+        else {
+            continue;
+        };
+        let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
+        let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
+        if x.ins.opcode == "parameter" && a.element_type.bit_width() == 16 && batch > 1 && width >= 8 {
+            return relayout_kernel(g, input, sizer, chip).map(Some);
+        }
+    }
+    Ok(None)
+}
+
+/// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into
+/// VMEM (CMEM on v4) and gathers there, writing the rows transposed (`{0,1}`), then copies them to row-major.
+/// Evidence (compiler corpus, embedding family, every chip): embedding.001 (bf16[5754,100] table, 256 ids) on
+/// v5e: a copy of the table into S(1), 8,780 cycles, and a copy of the bf16[256,100]{0,1} rows, 2,116 cycles,
+/// around a gather that carries no estimate; so too embedding.005 and .012. Returns (before, after).
+pub(super) fn gather_copies(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<(Option<KernelCost>, Option<KernelCost>), HloError> {
+    let anchor = &g.nodes[k.anchor];
+    if anchor.ins.opcode != "gather" {
+        return Ok((None, None));
+    }
+    let Some(&table) = anchor.operands.first() else {
+        return Ok((None, None));
+    };
+    let on_chip = chip.prefetch_budget_bytes.max(chip.cmem_bytes);
+    let bytes = sizer.shape(&g.nodes[table].ins.shape)?.padded_bytes;
+    if g.nodes[table].ins.opcode != "parameter" || bytes > on_chip {
+        return Ok((None, None));
+    }
+    Ok((
+        Some(relayout_kernel(g, table, sizer, chip)?),
+        Some(relayout_kernel(g, k.anchor, sizer, chip)?),
+    ))
+}
+
+/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements.
+fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> Result<KernelCost, HloError> {
+    let node = &g.nodes[v];
+    let s = sizer.shape(&node.ins.shape)?;
+    let elem_bytes = match &node.ins.shape {
+        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
+        _ => 4,
+    };
+    let kernel = Kernel {
+        name: "copy",
+        work: Work::Vpu {
+            class: VpuClass::Transpose,
+            blocks: s.padded_elements as f64 / VREG_ELEMENTS as f64,
+            elem_bytes,
+        },
+        in_bytes: s.padded_bytes,
+        out_bytes: s.padded_bytes,
+        unpadded_bytes: s.logical_bytes.saturating_mul(2),
+    };
+    let t = time_kernel(&kernel, chip);
+    let hbm = s.padded_bytes.saturating_mul(2);
+    Ok(KernelCost {
+        name: format!("{}.relayout", node.ins.name),
+        kind: KernelKind::Loop,
+        instructions: Vec::new(),
+        cycles: t.cycles,
+        start_cycle: 0,
+        bound_by: t.bound,
+        flops: 0,
+        hbm_bytes: hbm,
+        hbm_unpadded_bytes: kernel.unpadded_bytes,
+        padding_bytes: hbm.saturating_sub(kernel.unpadded_bytes),
+        vmem_bytes: t.vmem_bytes,
+        // A copy the compiler adds computes no value of the module: a collective never waits on it.
+        nodes: Vec::new(),
+    })
+}
+
+fn rank(s: &Shape) -> usize {
+    match s {
+        Shape::Array(a) => a.dims.len(),
+        _ => 0,
+    }
+}
