@@ -193,8 +193,7 @@ fn run_slice(
     let r = tpusim_api::hlo::hlo_slice_report(module, chip, &slice, origin, args.mesh.as_deref())?;
     if let Some(path) = &args.trace {
         let trace = tpusim_api::hlo::slice_trace(&r);
-        write_atomic(path, serde_json::to_string(&trace)?)
-            .with_context(|| format!("writing {}", path.display()))?;
+        write_atomic(path, serde_json::to_string(&trace)?).with_context(|| format!("writing {}", path.display()))?;
     }
     for w in &r.device.warnings {
         eprintln!("warning: {w}");

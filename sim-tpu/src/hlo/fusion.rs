@@ -493,14 +493,8 @@ pub fn group(g: &Graph<'_>, bytes: &dyn Fn(usize) -> u64) -> Result<Vec<Group>, 
     Err(HloError::Unsupported("kernels depend on each other circularly".into()))
 }
 
-/// Members, inputs and outputs of each kernel, ordered topologically; if kernels depend on each other
-/// circularly, the members of the kernels that could not be ordered.
-fn assemble(
-    g: &Graph<'_>,
-    gr: &mut Grouper<'_, '_>,
-    bytes: &dyn Fn(usize) -> u64,
-) -> Result<Vec<Group>, BTreeSet<usize>> {
-    // Resolve merged kernels and renumber the surviving ones densely.
+/// Resolves merged kernels and renumbers the surviving ones densely.
+fn renumber(gr: &mut Grouper<'_, '_>) {
     let roots: Vec<u32> = (0..gr.kinds.len() as u32).map(|k| gr.find(k)).collect();
     let mut dense = vec![u32::MAX; roots.len()];
     let mut kinds = Vec::new();
@@ -522,6 +516,40 @@ fn assemble(
     gr.kinds = kinds;
     gr.anchors = anchors;
     gr.parent = (0..gr.kinds.len() as u32).collect();
+}
+
+/// The members of the kernels that could not be ordered (`order` holds those that could).
+fn cycle_members(order: &[usize], succ: &[Vec<usize>], members: &[Vec<usize>]) -> BTreeSet<usize> {
+    // The unordered kernels are those on a cycle and those after one; peeling off, repeatedly, the ones no
+    // unordered kernel depends on leaves the cycles (and what lies between them).
+    let mut left: BTreeSet<usize> = (0..succ.len()).collect();
+    for x in order {
+        left.remove(x);
+    }
+    loop {
+        let sinks: Vec<usize> = left
+            .iter()
+            .copied()
+            .filter(|&x| !succ[x].iter().any(|s| left.contains(s)))
+            .collect();
+        if sinks.is_empty() {
+            break;
+        }
+        for x in sinks {
+            left.remove(&x);
+        }
+    }
+    left.into_iter().flat_map(|x| members[x].iter().copied()).collect()
+}
+
+/// Members, inputs and outputs of each kernel, ordered topologically; if kernels depend on each other
+/// circularly, the members of the kernels that could not be ordered.
+fn assemble(
+    g: &Graph<'_>,
+    gr: &mut Grouper<'_, '_>,
+    bytes: &dyn Fn(usize) -> u64,
+) -> Result<Vec<Group>, BTreeSet<usize>> {
+    renumber(gr);
     let k = gr.kinds.len();
     let mut members: Vec<Vec<usize>> = vec![Vec::new(); k];
     for (i, gs) in gr.groups_of.iter().enumerate() {
@@ -643,26 +671,7 @@ fn assemble(
         }
     }
     if order.len() < k {
-        // The unordered kernels are those on a cycle and those after one; peeling off, repeatedly, the ones no
-        // unordered kernel depends on leaves the cycles (and what lies between them).
-        let mut left: BTreeSet<usize> = (0..k).collect();
-        for x in order {
-            left.remove(&x);
-        }
-        loop {
-            let sinks: Vec<usize> = left
-                .iter()
-                .copied()
-                .filter(|&x| !succ[x].iter().any(|s| left.contains(s)))
-                .collect();
-            if sinks.is_empty() {
-                break;
-            }
-            for x in sinks {
-                left.remove(&x);
-            }
-        }
-        return Err(left.into_iter().flat_map(|x| members[x].iter().copied()).collect());
+        return Err(cycle_members(&order, &succ, &members));
     }
     Ok(order
         .into_iter()
@@ -712,38 +721,9 @@ fn merge_siblings(
     }
     // Descendants of each kernel as bitsets (the kernel graph is acyclic here; otherwise merge nothing).
     let words = k.div_ceil(64);
-    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
-    let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
-    for (x, p) in preds.iter().enumerate() {
-        for &y in p {
-            succ[y].push(x);
-        }
-    }
-    let mut topo: Vec<usize> = (0..k).filter(|&x| indeg[x] == 0).collect();
-    let mut at = 0;
-    while at < topo.len() {
-        let x = topo[at];
-        at += 1;
-        for &s in &succ[x] {
-            indeg[s] -= 1;
-            if indeg[s] == 0 {
-                topo.push(s);
-            }
-        }
-    }
-    if topo.len() < k {
+    let Some(mut reach) = descendants(preds, words) else {
         return;
-    }
-    let mut reach = vec![0u64; k * words];
-    for &x in topo.iter().rev() {
-        for &s in &succ[x] {
-            reach[x * words + s / 64] |= 1 << (s % 64);
-            for w in 0..words {
-                let v = reach[s * words + w];
-                reach[x * words + w] |= v;
-            }
-        }
-    }
+    };
     let reaches = |reach: &[u64], a: usize, b: usize| reach[a * words + b / 64] >> (b % 64) & 1 == 1;
     let largest_input = |ins: &[usize]| ins.iter().map(|&i| bytes(i)).max().unwrap_or(0);
     // Kernels reading each buffer, in kernel order.
@@ -825,6 +805,19 @@ fn merge_siblings(
     if alive.iter().all(|&a| a) {
         return;
     }
+    drop_merged(gr, members, inputs, outputs, preds, &alive);
+}
+
+/// Drops the kernels merged away (`alive` false) and renumbers the rest, their predecessors included.
+fn drop_merged(
+    gr: &mut Grouper<'_, '_>,
+    members: &mut Vec<Vec<usize>>,
+    inputs: &mut Vec<Vec<usize>>,
+    outputs: &mut Vec<Vec<usize>>,
+    preds: &mut Vec<BTreeSet<usize>>,
+    alive: &[bool],
+) {
+    let k = alive.len();
     // Drop the merged-away kernels and renumber.
     let mut dense = vec![usize::MAX; k];
     let mut n = 0;
@@ -834,19 +827,57 @@ fn merge_siblings(
             n += 1;
         }
     }
-    retain_alive(members, &alive);
-    retain_alive(inputs, &alive);
-    retain_alive(outputs, &alive);
-    retain_alive(preds, &alive);
+    retain_alive(members, alive);
+    retain_alive(inputs, alive);
+    retain_alive(outputs, alive);
+    retain_alive(preds, alive);
     for p in preds.iter_mut() {
         *p = p.iter().map(|&x| dense[x]).filter(|&x| x != usize::MAX).collect();
     }
     for (x, p) in preds.iter_mut().enumerate() {
         p.remove(&x);
     }
-    retain_alive(&mut gr.kinds, &alive);
-    retain_alive(&mut gr.anchors, &alive);
+    retain_alive(&mut gr.kinds, alive);
+    retain_alive(&mut gr.anchors, alive);
     gr.parent = (0..gr.kinds.len() as u32).collect();
+}
+
+/// Each kernel's descendants as a bitset of `words` words per kernel, or `None` when `preds` has a cycle.
+fn descendants(preds: &[BTreeSet<usize>], words: usize) -> Option<Vec<u64>> {
+    let k = preds.len();
+    let mut succ: Vec<Vec<usize>> = vec![Vec::new(); k];
+    let mut indeg: Vec<usize> = preds.iter().map(|p| p.len()).collect();
+    for (x, p) in preds.iter().enumerate() {
+        for &y in p {
+            succ[y].push(x);
+        }
+    }
+    let mut topo: Vec<usize> = (0..k).filter(|&x| indeg[x] == 0).collect();
+    let mut at = 0;
+    while at < topo.len() {
+        let x = topo[at];
+        at += 1;
+        for &s in &succ[x] {
+            indeg[s] -= 1;
+            if indeg[s] == 0 {
+                topo.push(s);
+            }
+        }
+    }
+    if topo.len() < k {
+        return None;
+    }
+    let mut reach = vec![0u64; k * words];
+    for &x in topo.iter().rev() {
+        for &s in &succ[x] {
+            reach[x * words + s / 64] |= 1 << (s % 64);
+            for w in 0..words {
+                let v = reach[s * words + w];
+                reach[x * words + w] |= v;
+            }
+        }
+    }
+    Some(reach)
 }
 
 /// Keeps the elements whose flag in `alive` is set.

@@ -253,7 +253,10 @@ impl SliceShape {
         self.indexed_axes()
             .map(|(axis, k, wrap)| {
                 let ring = Ring { k, wrap, stride: 1 };
-                (axis, all_to_all_on(&[ring], bytes_per_chip, link_bytes_per_s).bandwidth_ps)
+                (
+                    axis,
+                    all_to_all_on(&[ring], bytes_per_chip, link_bytes_per_s).bandwidth_ps,
+                )
             })
             .collect()
     }
@@ -281,7 +284,10 @@ impl SliceShape {
     /// Per dimension longer than one chip (its index), the time in ps the busiest link of each
     /// direction along it takes for `all_reduce` (a ring's two directions, or a line's, carry the same).
     pub fn all_reduce_per_axis(&self, bytes: u64, link_bytes_per_s: u64) -> Vec<(usize, u64)> {
-        let rings: Vec<Ring> = self.indexed_axes().map(|(_, k, wrap)| Ring { k, wrap, stride: 1 }).collect();
+        let rings: Vec<Ring> = self
+            .indexed_axes()
+            .map(|(_, k, wrap)| Ring { k, wrap, stride: 1 })
+            .collect();
         let times = all_reduce_lanes_per_axis(&rings, bytes, link_bytes_per_s, &|r: &Ring| if r.wrap { 2 } else { 1 });
         self.indexed_axes().map(|(i, _, _)| i).zip(times).collect()
     }
