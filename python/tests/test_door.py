@@ -43,7 +43,7 @@ def test_one_chip_with_a_chip_file_matches_the_cli(cli_json, tmp_path):
     got = tpusim.chips(chip_file=f)
     want = cli_json("chips", "--chip-file", f, "--json")
     assert list(got) == ["v4"]
-    assert got["v4"]["hbm_bytes_per_s"] == {"value": 600_000_000_000, "unit": "bytes/s", "source": "what-if: a quarter"}
+    assert got["v4"]["hbm_bytes_per_s"] == {"value": 600_000_000_000, "unit": "bytes/s", "source": "given: what-if: a quarter"}
     assert same_json({k: v["value"] for k, v in got["v4"].items()}, {k: v["value"] for k, v in want["v4"].items()})
 
 
@@ -92,13 +92,13 @@ def test_sensitivity_matches_the_cli(cli_json):
 
 
 def test_sensitivity_with_overrides_matches_the_cli(cli_json):
-    want = cli_json("run", "--preset", "dlrm-small", "--steps", "3", "--set", "chip.tc_kernel_launch_ns=2000",
+    want = cli_json("run", "--preset", "dlrm-small", "--steps", "3", "--set", "chip.ici_collective_launch_ns=2000",
                     "--sensitivity", "--json")
-    got = tpusim.sensitivity(preset="dlrm-small", steps=3, overrides={"chip.tc_kernel_launch_ns": 2000})
+    got = tpusim.sensitivity(preset="dlrm-small", steps=3, overrides={"chip.ici_collective_launch_ns": 2000})
     assert same_json(got, want)
-    # A doubled kernel launch cost lengthens the step; a value the user set is no longer an assumption.
+    # A doubled collective launch cost lengthens the step; a value the user set is no longer an assumption.
     assert got["step_time_us"] > tpusim.sensitivity(preset="dlrm-small", steps=3)["step_time_us"]
-    assert "tc_kernel_launch_ns" not in [a["name"] for a in got["assumptions"]]
+    assert "ici_collective_launch_ns" not in [a["name"] for a in got["assumptions"]]
 
 
 def test_sensitivity_errors_carry_the_cli_message(cli):
