@@ -58,7 +58,8 @@ impl serde::Serialize for HloReport {
     }
 }
 
-mod erased {
+/// Serialization to a JSON value through a trait object (one helper for the parts of `hlo`'s reports).
+pub(super) mod erased {
     /// Serialization to a JSON value through a trait object (one helper for the report's parts).
     pub trait ToValue {
         fn to_value(&self) -> Result<serde_json::Value, serde_json::Error>;

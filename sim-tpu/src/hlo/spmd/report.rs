@@ -28,24 +28,11 @@ impl serde::Serialize for SliceReport {
         let serde_json::Value::Object(mut m) = serde_json::to_value(&self.device).map_err(S::Error::custom)? else {
             return Err(S::Error::custom("a report is a JSON object"));
         };
-        let v = |x: &dyn erased::ToValue| x.to_value().map_err(S::Error::custom);
+        let v = |x: &dyn crate::hlo::report::erased::ToValue| x.to_value().map_err(S::Error::custom);
         m.insert("slice".into(), v(&self.slice)?);
         m.insert("collectives".into(), v(&self.collectives)?);
         m.insert("step".into(), v(&self.step)?);
         m.serialize(s)
-    }
-}
-
-mod erased {
-    /// Serialization to a JSON value through a trait object.
-    pub trait ToValue {
-        fn to_value(&self) -> Result<serde_json::Value, serde_json::Error>;
-    }
-
-    impl<T: serde::Serialize> ToValue for T {
-        fn to_value(&self) -> Result<serde_json::Value, serde_json::Error> {
-            serde_json::to_value(self)
-        }
     }
 }
 
