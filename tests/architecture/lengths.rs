@@ -1,6 +1,6 @@
 //! Function lengths: from the line of `fn` to the line of the body's closing brace.
 
-use crate::lex::{Kind, Tok};
+use crate::lex::{closing_brace, Kind, Tok};
 
 /// A function and its length.
 #[derive(Debug, Clone)]
@@ -21,7 +21,7 @@ pub fn functions(toks: &[Tok]) -> Vec<FnLength> {
             continue;
         }
         let Some(open) = body_start(toks, i + 2) else { continue };
-        if let Some(close) = body_end(toks, open) {
+        if let Some(close) = closing_brace(toks, open) {
             out.push(FnLength {
                 name: toks[i + 1].text.clone(),
                 line: t.line,
@@ -43,22 +43,6 @@ fn body_start(toks: &[Tok], from: usize) -> Option<usize> {
             "{" if t.kind == Kind::Punct && depth == 0 => return Some(k),
             ";" if t.kind == Kind::Punct && depth == 0 => return None,
             _ => {}
-        }
-    }
-    None
-}
-
-/// The brace closing the one at `open`.
-fn body_end(toks: &[Tok], open: usize) -> Option<usize> {
-    let mut depth = 0usize;
-    for (k, t) in toks.iter().enumerate().skip(open) {
-        if t.punct("{") {
-            depth += 1;
-        } else if t.punct("}") {
-            depth -= 1;
-            if depth == 0 {
-                return Some(k);
-            }
         }
     }
     None

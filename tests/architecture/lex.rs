@@ -40,6 +40,22 @@ struct Lexer {
     out: Vec<Tok>,
 }
 
+/// The index of the brace closing the one at `open`, if the tokens close it.
+pub fn closing_brace(toks: &[Tok], open: usize) -> Option<usize> {
+    let mut depth = 0usize;
+    for (k, t) in toks.iter().enumerate().skip(open) {
+        if t.punct("{") {
+            depth += 1;
+        } else if t.punct("}") {
+            depth -= 1;
+            if depth == 0 {
+                return Some(k);
+            }
+        }
+    }
+    None
+}
+
 /// The tokens of a source text, comments dropped.
 pub fn tokens(src: &str) -> Vec<Tok> {
     let mut l = Lexer {

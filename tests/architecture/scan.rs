@@ -1,6 +1,6 @@
 //! What one file says about modules: the modules it declares and the paths it names.
 
-use crate::lex::{Kind, Tok};
+use crate::lex::{closing_brace, Kind, Tok};
 
 /// A `mod NAME;` declaration: a module in a file of its own.
 #[derive(Debug)]
@@ -148,7 +148,7 @@ fn tree(toks: &[Tok], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
     let base = prefix.len();
     for (i, t) in toks.iter().enumerate() {
         if t.punct("{") {
-            let close = matching(toks, i);
+            let close = closing_brace(toks, i).unwrap_or(toks.len());
             for part in split_top(&toks[i + 1..close]) {
                 tree(part, prefix, out);
             }
@@ -167,22 +167,6 @@ fn tree(toks: &[Tok], prefix: &mut Vec<String>, out: &mut Vec<Vec<String>>) {
         out.push(prefix.clone());
     }
     prefix.truncate(base);
-}
-
-/// The index of the brace closing the one at `open`.
-fn matching(toks: &[Tok], open: usize) -> usize {
-    let mut depth = 0usize;
-    for (k, t) in toks.iter().enumerate().skip(open) {
-        if t.punct("{") {
-            depth += 1;
-        } else if t.punct("}") {
-            depth -= 1;
-            if depth == 0 {
-                return k;
-            }
-        }
-    }
-    toks.len()
 }
 
 /// A group's items, split at its top-level commas.
