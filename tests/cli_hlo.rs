@@ -3,15 +3,9 @@
 
 mod common;
 
-use common::tpusim;
+use common::{tpusim, tpusim_json as json};
 
 const BLOCK: &str = "testdata/hlo/transformer_block.b8_s512_d768_h12_fwd_bf16.hlo.txt";
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = tpusim(args);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(out.trim()).unwrap()
-}
 
 #[test]
 fn json_has_the_schema_and_exact_bytes() {

@@ -3,15 +3,9 @@
 
 mod common;
 
-use common::tpusim;
+use common::{tpusim, tpusim_json as json};
 
 const OVERLAP: &str = "testdata/shard/allreduce_overlap.hlo.txt";
-
-fn json(args: &[&str]) -> serde_json::Value {
-    let (code, out, err) = tpusim(args);
-    assert_eq!(code, 0, "{err}");
-    serde_json::from_str(out.trim()).unwrap()
-}
 
 #[test]
 fn slice_json_has_collectives_and_the_step() {

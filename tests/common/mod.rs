@@ -12,6 +12,14 @@ pub fn tpusim(args: &[&str]) -> (i32, String, String) {
     )
 }
 
+/// Runs the built tpusim with `args`, which must exit 0, and parses its stdout as JSON.
+#[allow(dead_code)] // not every test binary reads JSON
+pub fn tpusim_json(args: &[&str]) -> serde_json::Value {
+    let (code, out, err) = tpusim(args);
+    assert_eq!(code, 0, "{err}");
+    serde_json::from_str(out.trim()).unwrap()
+}
+
 /// A fresh-enough scratch directory for one test process: `<tmp>/tpusim-<name>-<pid>`, created.
 #[allow(dead_code)] // not every test binary writes files
 pub fn scratch_dir(name: &str) -> std::path::PathBuf {
