@@ -274,17 +274,24 @@ fn sequential_balanced_is_told_to_pipeline() {
     assert!(!r.bottleneck.contains("padding"), "{}", r.bottleneck);
 }
 
-/// `dense.hlo`: the step's TensorCore program is the HLO's kernels, as `tpusim hlo` costs them.
-#[test]
-fn dense_hlo_stage_equals_the_hlo_total() {
+/// The `hlo-dense` test workload, the TensorCore model of its chip and its `dense.hlo` costed by `tpusim hlo`'s
+/// model.
+fn hlo_dense() -> (Workload, sim_tpu::tensorcore::ChipModel, sim_tpu::hlo::ModuleCost) {
     let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/workloads/hlo-dense.toml");
     let mut w = Workload::parse(&std::fs::read_to_string(file).unwrap()).unwrap();
     w.resolve_paths(std::path::Path::new(file).parent().unwrap());
     let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
     let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
     let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip).unwrap();
-    let module = sim_tpu::hlo::HloModule::parse(&text).unwrap();
-    let total = sim_tpu::hlo::cost_module(&module, &model).unwrap().total_cycles;
+    let cost = sim_tpu::hlo::cost_module(&sim_tpu::hlo::HloModule::parse(&text).unwrap(), &model).unwrap();
+    (w, model, cost)
+}
+
+/// `dense.hlo`: the step's TensorCore program is the HLO's kernels, as `tpusim hlo` costs them.
+#[test]
+fn dense_hlo_stage_equals_the_hlo_total() {
+    let (w, model, cost) = hlo_dense();
+    let total = cost.total_cycles;
     let r = run(&w);
     let program: Vec<_> = r
         .recorder
@@ -311,13 +318,7 @@ fn dense_hlo_stage_equals_the_hlo_total() {
 /// band's ends, `(total - low)` and `(high - total)` cycles of the HLO clock in microseconds.
 #[test]
 fn dense_hlo_band_carries_into_the_step_time() {
-    let file = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/workloads/hlo-dense.toml");
-    let mut w = Workload::parse(&std::fs::read_to_string(file).unwrap()).unwrap();
-    w.resolve_paths(std::path::Path::new(file).parent().unwrap());
-    let text = std::fs::read_to_string(w.dense.hlo.as_ref().unwrap()).unwrap();
-    let chip = sim_tpu::chips::Chip::preset(&w.chip).unwrap();
-    let model = sim_tpu::tensorcore::ChipModel::for_chip(&chip).unwrap();
-    let cost = sim_tpu::hlo::cost_module(&sim_tpu::hlo::HloModule::parse(&text).unwrap(), &model).unwrap();
+    let (w, model, cost) = hlo_dense();
     let (band, _) = sim_tpu::band::hlo_band(&cost, &sim_tpu::band::BandData::embedded().hlo);
     let s = run(&w).summary;
     let us = |c: u64| c as f64 / model.clock_hz * 1e6;
