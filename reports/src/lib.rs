@@ -26,43 +26,37 @@ use plotters::coord::Shift;
 use plotters::prelude::*;
 use plotters::style::text_anchor::{HPos, Pos, VPos};
 
-use sim_core::recorder::{ArgValue, Recorder, Span};
+use sim_core::recorder::{Recorder, Span};
 use sim_core::summary::RunSummary;
+use sim_core::tag::{SpanTag, Stage, Unit};
 
 use plot::{err, font, Axis, Figure, PlotError, Swatch, PALETTE};
 
 /// A legend entry: its swatch and its label.
 type LegendEntry = (Swatch, String);
 
-/// The span argument naming a span's stage (the `palette::STAGES` key).
+/// The span argument naming a span's stage (the `palette::STAGES` key) for trace readers; figures
+/// read the span's tag.
 pub const STAGE_ARG: &str = "stage";
-/// The thread of the HBM transfers.
-const HBM_THREAD: &str = "HBM";
 /// The thread a run records its critical path on (one span per segment; `stage` what the time is
-/// charged to, `row` the stage of the task it lies in).
+/// charged to, `row` the stage of the task it lies in): display text, the spans are found by tag.
 pub const CRITICAL_THREAD: &str = "critical path";
 
+/// The step a span belongs to.
 fn step_of(s: &Span) -> Option<i64> {
-    s.args
-        .iter()
-        .find(|(k, _)| k == "step")
-        .and_then(|(_, v)| if let ArgValue::Int(i) = v { Some(*i) } else { None })
+    s.tag.and_then(|t| t.step).map(i64::from)
 }
 
-fn text_arg<'a>(s: &'a Span, key: &str) -> Option<&'a str> {
-    s.args.iter().find(|(k, _)| k == key).and_then(|(_, v)| match v {
-        ArgValue::Text(t) => Some(t.as_str()),
-        _ => None,
-    })
+/// The palette row of a stage.
+fn palette_row(stage: Stage) -> Option<usize> {
+    palette::STAGES.iter().position(|st| st.key == stage.key())
 }
 
-/// The stage row (index into `palette::STAGES`) a span of a task is drawn on.
+/// The stage row (index into `palette::STAGES`) a span of a task is drawn on: work the engine
+/// scheduled, not trace detail or rows derived from the run.
 fn stage_row(s: &Span) -> Option<usize> {
-    if s.track.thread == CRITICAL_THREAD {
-        return None;
-    }
-    let key = text_arg(s, STAGE_ARG)?;
-    palette::STAGES.iter().position(|st| st.key == key)
+    let tag = s.tag.filter(|t| t.unit.is_scheduled())?;
+    palette_row(tag.stage?)
 }
 
 /// The bars of each (stage, step): the time any span of that stage and step ran, on whatever unit
@@ -96,14 +90,20 @@ fn hbm_busy(rec: &Recorder) -> Vec<(u64, u64)> {
     merged(
         rec.spans
             .iter()
-            .filter(|s| s.track.thread == HBM_THREAD && s.end > s.start)
+            .filter(|s| s.tag.is_some_and(|t| t.unit == Unit::Hbm) && s.end > s.start)
             .map(|s| (s.start.0, s.end.0))
             .collect(),
     )
 }
 
-/// The thread of the span over the measured window (steady-state steps).
+/// The thread of the span over the measured window (steady-state steps): display text, the span is
+/// found by tag.
 pub const WINDOW_THREAD: &str = "measured window";
+
+/// Whether a span is the measured window's.
+fn is_window(s: &Span) -> bool {
+    s.tag.is_some_and(|t| t.unit == Unit::MeasuredWindow)
+}
 /// The measured window's background.
 const WINDOW: RGBColor = RGBColor(0xEE, 0xEE, 0xF4);
 
@@ -111,10 +111,13 @@ const WINDOW: RGBColor = RGBColor(0xEE, 0xEE, 0xF4);
 fn critical(rec: &Recorder) -> Vec<(usize, usize, u64, u64)> {
     rec.spans
         .iter()
-        .filter(|s| s.track.thread == CRITICAL_THREAD)
-        .filter_map(|s| {
-            let at = |k| palette::STAGES.iter().position(|st| Some(st.key) == text_arg(s, k));
-            Some((at(STAGE_ARG)?, at("row")?, s.start.0, s.end.0))
+        .filter_map(|s| match s.tag? {
+            SpanTag {
+                unit: Unit::CriticalPath(row),
+                stage: Some(stage),
+                ..
+            } => Some((palette_row(stage)?, palette_row(row)?, s.start.0, s.end.0)),
+            _ => None,
         })
         .collect()
 }
@@ -221,11 +224,7 @@ impl Gantt<'_> {
             boxes.push((Swatch::Box(k.colour), k.legend.into()));
         }
         let mut marks = Vec::new();
-        if self
-            .panels
-            .iter()
-            .any(|(_, r, _)| r.spans.iter().any(|s| s.track.thread == WINDOW_THREAD))
-        {
+        if self.panels.iter().any(|(_, r, _)| r.spans.iter().any(is_window)) {
             marks.push((
                 Swatch::Box(WINDOW),
                 "measured steps (warm-up before, drain after)".into(),
@@ -352,7 +351,7 @@ impl Gantt<'_> {
         let us = |ps: u64| ps as f64 / 1e6;
         let at = |r: Row| rows.iter().position(|x| *x == r);
         // The measured window behind the bars.
-        for w in rec.spans.iter().filter(|s| s.track.thread == WINDOW_THREAD) {
+        for w in rec.spans.iter().filter(|s| is_window(s)) {
             chart
                 .draw_series([Rectangle::new(
                     [(us(w.start.0), 0.0), (us(w.end.0), nrows)],
@@ -877,7 +876,7 @@ pub fn write_report(dir: &Path, r: &ReportInput) -> std::io::Result<ReportPaths>
 #[cfg(test)]
 mod tests {
     use super::*;
-    use sim_core::recorder::Track;
+    use sim_core::recorder::{ArgValue, Track};
     use sim_core::time::SimTime;
 
     fn rec(pipelined: bool) -> Recorder {
@@ -885,11 +884,11 @@ mod tests {
         let mut ids = Vec::new();
         for step in 0..3i64 {
             let base = if pipelined { step as u64 * 60 } else { step as u64 * 100 };
-            for (k, (cat, thread, stage)) in [
-                ("sc_fwd", "SC 0", "sc_forward"),
-                ("tc_fwd", "TC", "tc_forward"),
-                ("tc_bwd", "TC", "tc_backward"),
-                ("sc_bwd", "SC 0", "sc_backward"),
+            for (k, (cat, thread, stage, unit)) in [
+                ("sc_fwd", "SC 0", Stage::ScForward, Unit::SparseCore(0)),
+                ("tc_fwd", "TC", Stage::TcForward, Unit::TensorCore),
+                ("tc_bwd", "TC", Stage::TcBackward, Unit::TensorCore),
+                ("sc_bwd", "SC 0", Stage::ScBackward, Unit::SparseCore(0)),
             ]
             .iter()
             .enumerate()
@@ -905,8 +904,9 @@ mod tests {
                     end: SimTime((base + k as u64 * 25 + 20) * 1_000_000),
                     args: vec![
                         ("step".into(), ArgValue::Int(step)),
-                        (STAGE_ARG.into(), ArgValue::Text((*stage).into())),
+                        (STAGE_ARG.into(), ArgValue::Text(stage.key().into())),
                     ],
+                    tag: Some(SpanTag::new(*unit, *stage, step as usize)),
                 });
                 ids.push((step, *cat, id));
             }

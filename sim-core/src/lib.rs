@@ -6,6 +6,7 @@
 //! - [`engine`]: the task-graph discrete-event engine.
 //! - [`memory`]: capacity accounting per memory space with peak tracking.
 //! - [`recorder`]: spans, flows and counters recorded by the engine for traces and reports.
+//! - [`tag`]: a span's typed identity (unit, stage, step) that every consumer reads.
 //! - [`summary`]: the run summary schema shared by workloads and reports.
 //! - [`suggest`]: "did you mean" for mistyped names (edit distance).
 //! - [`units`]: numbers as people read them (KiB/MiB/GiB, µs/ms, M samples/s, percentages).
@@ -21,5 +22,6 @@ pub mod output;
 pub mod recorder;
 pub mod suggest;
 pub mod summary;
+pub mod tag;
 pub mod time;
 pub mod units;

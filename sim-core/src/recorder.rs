@@ -6,6 +6,7 @@
 
 use serde::{Deserialize, Serialize};
 
+use crate::tag::SpanTag;
 use crate::time::SimTime;
 
 /// A value attached to a span: the numbers behind it (bytes, padded bytes, ids, cycles).
@@ -44,6 +45,9 @@ pub struct Span {
     pub end: SimTime,
     /// Named numbers behind the span, in insertion order.
     pub args: Vec<(String, ArgValue)>,
+    /// What the span is (unit, stage, step), as the task's builder set it; none for untagged work.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub tag: Option<SpanTag>,
 }
 
 /// Index of a span in a [`Recorder`].

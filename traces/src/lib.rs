@@ -60,17 +60,18 @@ pub fn us_from_ns(ns: u64) -> String {
     format!("{}.{:03}", ns / 1000, ns % 1000)
 }
 
-/// Where a thread goes within its process: TensorCore, SparseCores, memory, links, the rest.
-fn thread_rank(thread: &str) -> u8 {
-    match thread.split(' ').next().unwrap_or("") {
-        "preprocess" => 0,
-        "PCIe" => 1,
-        "TC" => 2,
-        "SC" => 3,
-        "HBM" => 4,
-        "ICI" => 5,
-        _ => 6,
+/// Where a thread goes within its process: host work, host link, TensorCore, SparseCores, memory,
+/// links, the rest; read from its spans' tags (the lowest rank any of them has), untagged last.
+fn thread_ranks(rec: &Recorder) -> BTreeMap<(&str, &str), u8> {
+    let mut ranks: BTreeMap<(&str, &str), u8> = BTreeMap::new();
+    for s in &rec.spans {
+        let r = s.tag.map_or(6, |t| t.unit.rank());
+        let e = ranks
+            .entry((s.track.process.as_str(), s.track.thread.as_str()))
+            .or_insert(r);
+        *e = (*e).min(r);
     }
+    ranks
 }
 
 /// The thread a lane of a track is drawn on: lane 0 keeps the unit's name.
@@ -152,12 +153,14 @@ pub fn write_chrome_trace<W: Write>(rec: &Recorder, mut w: W) -> io::Result<()> 
     type ThreadKey = (u8, NaturalKey, String, usize);
     let mut procs: BTreeMap<(u8, NaturalKey, String), BTreeMap<ThreadKey, u32>> = BTreeMap::new();
     let key = |p: &str| (if p == "host" { 0u8 } else { 1 }, natural_key(p), p.to_string());
+    let ranks = thread_ranks(rec);
     for (s, p) in rec.spans.iter().zip(&placed) {
         let t = &s.track.thread;
+        let rank = ranks[&(s.track.process.as_str(), t.as_str())];
         procs
             .entry(key(&s.track.process))
             .or_default()
-            .insert((thread_rank(t), natural_key(t), t.clone(), p.lane), 0);
+            .insert((rank, natural_key(t), t.clone(), p.lane), 0);
     }
     for c in &rec.counters {
         procs.entry(key(&c.process)).or_default();
@@ -315,6 +318,7 @@ mod tests {
             start: SimTime(1_000_000),
             end: SimTime(3_500_001),
             args: vec![("step".into(), ArgValue::Int(0))],
+            tag: None,
         });
         let b = r.span(Span {
             track: t("chip 0", "SC 0"),
@@ -323,6 +327,7 @@ mod tests {
             start: SimTime(4_000_000),
             end: SimTime(5_000_000),
             args: vec![],
+            tag: None,
         });
         r.span(Span {
             track: t("host", "preprocess"),
@@ -331,6 +336,7 @@ mod tests {
             start: SimTime(0),
             end: SimTime(999),
             args: vec![],
+            tag: None,
         });
         r.flow(a, b, "stale gradients");
         r.counter("chip 0", "HBM GB/s", SimTime(1_000_000), 2.5);
@@ -374,6 +380,7 @@ mod tests {
             start: SimTime(start_ns * 1000),
             end: SimTime(end_ns * 1000),
             args: vec![],
+            tag: None,
         })
     }
 

@@ -27,6 +27,7 @@ fn tiny() -> Recorder {
             ("bytes".into(), ArgValue::Int(4096)),
             ("ratio".into(), ArgValue::Float(1.25)),
         ],
+        tag: None,
     });
     let b = rec.span(Span {
         track: dma,
@@ -38,6 +39,7 @@ fn tiny() -> Recorder {
             ("padded_bytes".into(), ArgValue::Int(8192)),
             ("buffer".into(), ArgValue::Text("x".into())),
         ],
+        tag: None,
     });
     rec.span(Span {
         track: mxu,
@@ -46,6 +48,7 @@ fn tiny() -> Recorder {
         start: SimTime(2_000_007),
         end: SimTime(3_000_000),
         args: vec![("cycles".into(), ArgValue::Int(940))],
+        tag: None,
     });
     rec.flow(a, b, "ids ready");
     rec.flow(SpanId(0), SpanId(99), "dangling: skipped");
@@ -61,6 +64,7 @@ fn tiny() -> Recorder {
         start: SimTime(2_000_000),
         end: SimTime(2_000_000),
         args: vec![],
+        tag: None,
     });
     rec.counter("chip 2", "HBM bytes in use", SimTime(0), 1024.0);
     rec

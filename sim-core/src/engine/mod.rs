@@ -17,6 +17,7 @@ mod run;
 use slotmap::{new_key_type, SlotMap};
 
 use crate::recorder::{ArgValue, Recorder, Track};
+use crate::tag::SpanTag;
 use crate::time::{Clock, SimTime};
 
 pub use run::{FastForward, RunResult};
@@ -79,6 +80,8 @@ pub struct Task {
     pub args: Vec<(String, ArgValue)>,
     /// Overrides the track of the span (default: the resource's track; none for waits and delays).
     pub track: Option<Track>,
+    /// What the span is, carried to it unread.
+    pub tag: Option<SpanTag>,
 }
 
 impl Task {
@@ -90,6 +93,7 @@ impl Task {
             priority: 0,
             args: Vec::new(),
             track: None,
+            tag: None,
         }
     }
     /// Occupy `unit` for `cycles` of its clock.
@@ -142,6 +146,11 @@ impl Task {
     /// Adds a named value of any kind to the span.
     pub fn arg_value(mut self, key: impl Into<String>, value: ArgValue) -> Self {
         self.args.push((key.into(), value));
+        self
+    }
+    /// Tags the span with what it is.
+    pub fn tag(mut self, tag: SpanTag) -> Self {
+        self.tag = Some(tag);
         self
     }
     /// Draws the span on this track.

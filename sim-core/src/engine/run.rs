@@ -743,6 +743,7 @@ impl<const WATCH: bool> Sim<'_, WATCH> {
             start: SimTime(node.start),
             end: SimTime(node.amount_or_end),
             args,
+            tag: task.tag,
         });
     }
 }

@@ -15,72 +15,8 @@ use crate::spec::{Pipelining, WorkloadError};
 /// Bytes the host sends the device per id (a COO entry: row, column, gain).
 pub const HOST_BYTES_PER_ID: u64 = sim_sparsecore::limits::hbm::COO_ENTRY_BYTES;
 
-/// What a task's time is spent on (the critical path is told in these).
-#[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
-pub enum Stage {
-    /// Host preprocessing.
-    Host,
-    /// Host-to-device transfer.
-    Pcie,
-    /// SparseCore forward (lookups).
-    ScForward,
-    /// SparseCore backward (gradient reduction and table update).
-    ScBackward,
-    /// All-to-all of embedding activations and gradients over ICI.
-    AllToAll,
-    /// All-reduce of dense gradients over ICI.
-    AllReduce,
-    /// Fixed collective costs: launch and per-hop latency.
-    CollectiveLatency,
-    /// TensorCore forward kernels.
-    TcForward,
-    /// TensorCore backward kernels.
-    TcBackward,
-    /// Gradient reduction between replicas and the optimizer update.
-    TcUpdate,
-    /// Fixed cost of each TensorCore kernel.
-    KernelLaunch,
-    /// The user's HLO step on the TensorCore (forward, backward and optimizer together).
-    TcProgram,
-}
-
-impl Stage {
-    /// The JSON name.
-    pub fn key(self) -> &'static str {
-        match self {
-            Stage::Host => "host",
-            Stage::Pcie => "pcie",
-            Stage::ScForward => "sc_forward",
-            Stage::ScBackward => "sc_backward",
-            Stage::AllToAll => "all_to_all",
-            Stage::AllReduce => "all_reduce",
-            Stage::CollectiveLatency => "collective_latency",
-            Stage::TcForward => "tc_forward",
-            Stage::TcBackward => "tc_backward",
-            Stage::TcUpdate => "tc_update",
-            Stage::KernelLaunch => "kernel_launch",
-            Stage::TcProgram => "tc_program",
-        }
-    }
-
-    /// Words for a person.
-    pub fn describe(self) -> &'static str {
-        match self {
-            Stage::Host => "host input pipeline",
-            Stage::Pcie => "host-to-device transfer",
-            Stage::ScForward => "SparseCore lookups",
-            Stage::ScBackward => "SparseCore gradient updates",
-            Stage::AllToAll => "ICI all-to-all of embeddings",
-            Stage::AllReduce => "ICI all-reduce of dense gradients",
-            Stage::CollectiveLatency => "collective latency (launch and hops)",
-            Stage::TcForward => "TensorCore forward",
-            Stage::TcBackward => "TensorCore backward",
-            Stage::TcUpdate => "dense optimizer update",
-            Stage::KernelLaunch => "TensorCore kernel launches",
-            Stage::TcProgram => "TensorCore step (your HLO)",
-        }
-    }
-}
+pub use sim_core::tag::Stage;
+use sim_core::tag::{SpanTag, Unit};
 
 /// The span argument holding a task's [`Stage::key`].
 pub const STAGE_ARG: &str = "stage";
@@ -227,12 +163,45 @@ fn err(x: EngineError) -> WorkloadError {
 }
 
 impl StepGraph {
-    fn task(&mut self, t: Task, stage: Option<Stage>, launch_ps: u64) -> TaskId {
-        // The stage names the span's row in the figures (`reports::palette`).
+    /// The unit a resource of the graph is.
+    fn unit_of(&self, r: ResourceId) -> Unit {
+        let u = &self.units;
+        if r == u.host {
+            Unit::Host
+        } else if r == u.pcie {
+            Unit::HostLink
+        } else if r == u.tc {
+            Unit::TensorCore
+        } else if r == u.hbm {
+            Unit::Hbm
+        } else if let Some(n) = u.scs.iter().position(|&s| s == r) {
+            Unit::SparseCore(n as u32)
+        } else {
+            let n = u.ici.iter().position(|&(_, x)| x == r);
+            n.map_or(Unit::IciLatency, |n| Unit::IciLink(n as u32))
+        }
+    }
+
+    /// Adds `t`; with a stage, tagged (its unit, the stage, step `.1`) and kept for the critical path.
+    fn task(&mut self, t: Task, stage: Option<(Stage, usize)>, launch_ps: u64) -> TaskId {
         let t = match stage {
-            Some(st) => t.arg_value(STAGE_ARG, sim_core::recorder::ArgValue::Text(st.key().into())),
+            Some((st, step)) => {
+                let unit = match t.demand {
+                    sim_core::engine::Demand::Occupy { unit: r, .. }
+                    | sim_core::engine::Demand::Transfer { resource: r, .. } => self.unit_of(r),
+                    _ => Unit::IciLatency,
+                };
+                let tag = SpanTag {
+                    kernel: t.tag.and_then(|x| x.kernel),
+                    ..SpanTag::new(unit, st, step)
+                };
+                // The stage argument is display text for trace readers; consumers read the tag.
+                t.arg_value(STAGE_ARG, sim_core::recorder::ArgValue::Text(st.key().into()))
+                    .tag(tag)
+            }
             None => t,
         };
+        let stage = stage.map(|(st, _)| st);
         // Only occupied units queue (FIFO); bandwidth is shared, never waited for.
         let unit = match t.demand {
             sim_core::engine::Demand::Occupy { unit, .. } => Some(unit),
@@ -284,7 +253,7 @@ impl StepGraph {
                 .category("host")
                 .arg("step", step)
                 .arg("ids", sw.ids as i64),
-            Some(Stage::Host),
+            Some((Stage::Host, i)),
             0,
         );
         if let Some(k) = host_gate(w.host.prefetch, i) {
@@ -296,7 +265,7 @@ impl StepGraph {
                 .name(format!("host->device step {i}"))
                 .category("pcie")
                 .arg("step", step),
-            Some(Stage::Pcie),
+            Some((Stage::Pcie, i)),
             0,
         );
         self.dep(h, pc)?;
@@ -399,12 +368,14 @@ impl StepGraph {
             }
             None => a2a_f,
         };
+        // Kernels are numbered in `DenseProgram::kernels` order.
+        let mut index = 0..;
         for k in &dense.forward {
-            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            prev = self.kernel(prev, (index.next().unwrap_or_default(), k), i, tc_hbm_cap)?;
         }
         let mut grads_ready = prev;
         for (n, k) in dense.backward.iter().enumerate() {
-            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            prev = self.kernel(prev, (index.next().unwrap_or_default(), k), i, tc_hbm_cap)?;
             if n + 1 == dense.embedding_grads_ready {
                 grads_ready = prev;
             }
@@ -413,14 +384,14 @@ impl StepGraph {
             grads_ready = prev;
         }
         for k in &dense.before_all_reduce {
-            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            prev = self.kernel(prev, (index.next().unwrap_or_default(), k), i, tc_hbm_cap)?;
         }
         if do_collectives {
             let t = all_reduce_loads(&p.slice, dense.gradient_bytes, link);
             prev = self.collective(prev, "all-reduce dense gradients".into(), Stage::AllReduce, t, i)?;
         }
         for k in &dense.update {
-            prev = self.kernel(prev, k, i, tc_hbm_cap)?;
+            prev = self.kernel(prev, (index.next().unwrap_or_default(), k), i, tc_hbm_cap)?;
         }
         let update_done = prev;
         let a2a_b = a2a(self, grads_ready, "gradients")?;
@@ -485,7 +456,7 @@ impl StepGraph {
                 .category("ici_latency")
                 .arg("step", step as i64)
                 .on_track(track),
-            Some(Stage::CollectiveLatency),
+            Some((Stage::CollectiveLatency, step)),
             0,
         );
         self.dep(after, lat)?;
@@ -495,7 +466,7 @@ impl StepGraph {
                 task.name(format!("{name} step {step}"))
                     .category("ici")
                     .arg("step", step as i64),
-                Some(stage),
+                Some((stage, step)),
                 0,
             );
             self.dep(lat, x)?;
@@ -527,7 +498,7 @@ impl StepGraph {
                 .arg("step", step as i64)
                 .arg("hbm_bytes", bytes as i64)
                 .arg("padding_bytes", padding as i64),
-            Some(stage),
+            Some((stage, step)),
             0,
         );
         let m = self.task(
@@ -536,18 +507,30 @@ impl StepGraph {
                 .name(format!("SC{sc} {} step {step}", names.1))
                 .category(cat)
                 .arg("step", step as i64),
-            Some(stage),
+            Some((stage, step)),
             0,
         );
         (x, m)
     }
 
-    fn kernel(&mut self, after: TaskId, k: &Kernel, step: usize, tc_hbm_cap: u64) -> Result<TaskId, WorkloadError> {
+    /// Kernel `index` (in [`DenseProgram::kernels`] order) of step `step`.
+    fn kernel(
+        &mut self,
+        after: TaskId,
+        (index, k): (usize, &Kernel),
+        step: usize,
+        tc_hbm_cap: u64,
+    ) -> Result<TaskId, WorkloadError> {
         let stage = match k.role {
             KernelRole::Forward => Stage::TcForward,
             KernelRole::Backward => Stage::TcBackward,
             KernelRole::Update => Stage::TcUpdate,
             KernelRole::Program => Stage::TcProgram,
+        };
+        // The kernel's index rides on the tag; `task` fills in the rest.
+        let kernel_tag = SpanTag {
+            kernel: Some(index as u32),
+            ..SpanTag::new(Unit::TensorCore, stage, step)
         };
         let clock = self.tc_clock_hz;
         let launch_ps = (k.fixed_cycles as u128 * 1_000_000_000_000 / clock.max(1) as u128) as u64;
@@ -563,8 +546,9 @@ impl StepGraph {
                 .category(cat)
                 .arg("step", step as i64)
                 .arg("hbm_bytes", k.hbm_bytes as i64)
-                .arg("launch_cycles", k.fixed_cycles as i64),
-            Some(stage),
+                .arg("launch_cycles", k.fixed_cycles as i64)
+                .tag(kernel_tag),
+            Some((stage, step)),
             launch_ps,
         );
         let m = self.task(
@@ -572,8 +556,9 @@ impl StepGraph {
                 .cap(tc_hbm_cap)
                 .name(format!("{} HBM step {step}", k.name))
                 .category(cat)
-                .arg("step", step as i64),
-            Some(stage),
+                .arg("step", step as i64)
+                .tag(kernel_tag),
+            Some((stage, step)),
             0,
         );
         self.dep(after, c)?;

@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 use sim_core::engine::{ResourceId, RunResult as EngineRun, TaskId};
 use sim_core::recorder::{Recorder, Span};
 use sim_core::summary::BusyFraction;
+use sim_core::tag::Unit;
 
 use super::graph::{Stage, StepGraph};
 use super::resolve::Plan;
@@ -98,9 +99,9 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun, measured: usize) -> Meas
     let recorder = run.recorder;
     let span = (window.1 - window.0) as f64;
     let busy = |pred: &dyn Fn(&Span) -> bool| union_in(&recorder.spans, pred, window) as f64 / span;
+    let unit = |s: &Span| s.tag.map(|t| t.unit);
     let sc_each: Vec<f64> = (0..spec.sparsecores_per_chip)
-        .map(|s| format!("SC {s}"))
-        .map(|t| busy(&|s: &Span| s.track.thread == t && s.category.starts_with("sc")))
+        .map(|n| busy(&|s: &Span| unit(s) == Some(Unit::SparseCore(n))))
         .collect();
     let sc_busy = if sc_each.is_empty() {
         0.0
@@ -109,16 +110,16 @@ pub fn measure(p: &Plan, g: &StepGraph, run: EngineRun, measured: usize) -> Meas
     };
     let both = intersect_in(
         &recorder.spans,
-        &|s: &Span| s.track.thread == "TC",
-        &|s: &Span| s.track.thread.starts_with("SC "),
+        &|s: &Span| unit(s) == Some(Unit::TensorCore),
+        &|s: &Span| matches!(unit(s), Some(Unit::SparseCore(_))),
         window,
     );
     let busy_fraction = BusyFraction {
-        tc: busy(&|s: &Span| s.track.thread == "TC"),
+        tc: busy(&|s: &Span| unit(s) == Some(Unit::TensorCore)),
         sc: sc_busy,
         hbm: utilisation(&recorder, &["HBM".to_string()], spec.hbm_bytes_per_s, window),
         ici: utilisation(&recorder, &ici_threads(g), g.ici_bytes_per_s, window),
-        host: busy(&|s: &Span| s.track.process == "host"),
+        host: busy(&|s: &Span| matches!(unit(s), Some(Unit::Host | Unit::HostLink))),
     };
     Measured {
         step_times,

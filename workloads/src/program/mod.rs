@@ -19,10 +19,11 @@ pub mod resolve;
 pub mod window;
 pub mod work;
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::HashMap;
 
 use sim_core::recorder::{ArgValue, Recorder, Span};
 use sim_core::summary::{CriticalStage, FitKind, FitReason, RunSummary};
+use sim_core::tag::{SpanTag, Unit as TagUnit};
 
 pub use graph::Stage;
 pub use resolve::{sc_params, Plan};
@@ -398,14 +399,17 @@ fn knob_report(
 
 /// Trace detail: each TensorCore kernel's stages as the TensorCore model computes them, on threads
 /// labelled as model phases ("TC MXU (model)", ...) inside the kernel's span. They are not scheduled
-/// by the engine: figures are read from the "TC" thread only.
+/// by the engine: figures are read from the TensorCore's own spans only.
 fn add_tc_phase_spans(rec: &mut Recorder, dense: &dense::DenseProgram, clock_hz: u64) {
     use sim_tpu::tensorcore::Unit;
-    let kernels: BTreeMap<&str, &dense::Kernel> = dense.kernels().map(|k| (k.name.as_str(), k)).collect();
+    let kernels: Vec<&dense::Kernel> = dense.kernels().collect();
     let ps = |cycles: u64| cycles.saturating_mul(1_000_000) / (clock_hz / 1_000_000).max(1);
     let mut extra = Vec::new();
-    for s in rec.spans.iter().filter(|s| s.track.thread == "TC") {
-        let Some(k) = s.name.rsplit_once(" step ").and_then(|(n, _)| kernels.get(n)) else {
+    for s in &rec.spans {
+        let Some(tag) = s.tag.filter(|t| t.unit == TagUnit::TensorCore) else {
+            continue;
+        };
+        let Some(k) = tag.kernel.and_then(|n| kernels.get(n as usize)) else {
             continue;
         };
         for p in &k.phases {
@@ -438,6 +442,7 @@ fn add_tc_phase_spans(rec: &mut Recorder, dense: &dense::DenseProgram, clock_hz:
                 start: sim_core::time::SimTime(start),
                 end: sim_core::time::SimTime(end),
                 args,
+                tag: Some(tag.on(TagUnit::TensorCorePhase)),
             });
         }
     }
@@ -458,15 +463,14 @@ pub fn sc_tile_thread(sc: usize, tile: usize) -> String {
 fn add_sc_tile_spans(rec: &mut Recorder, graph: &graph::StepGraph, sc: &sim_sparsecore::model::ScParams) {
     let mut extra = Vec::new();
     for s in &rec.spans {
-        let forward = match s.category.as_str() {
-            "sc_fwd" => true,
-            "sc_bwd" => false,
-            _ => continue,
-        };
-        let Some(unit) = s.track.thread.strip_prefix("SC ").and_then(|n| n.parse::<usize>().ok()) else {
+        // The pass's compute on its SparseCore (not its HBM traffic).
+        let Some((tag, unit, stage, step)) = s.tag.and_then(|t| match (t.unit, t.stage, t.step) {
+            (TagUnit::SparseCore(n), Some(st), Some(step)) if st.is_sparsecore() => Some((t, n, st, step)),
+            _ => None,
+        }) else {
             continue;
         };
-        let Some(step) = arg_step(s) else { continue };
+        let (unit, forward) = (unit as usize, stage == Stage::ScForward);
         let Some(tiles) = graph.sc_tile_cycles.get(&(unit, step as usize, forward)) else {
             continue;
         };
@@ -485,9 +489,13 @@ fn add_sc_tile_spans(rec: &mut Recorder, graph: &graph::StepGraph, sc: &sim_spar
                 start: s.start,
                 end: sim_core::time::SimTime(end),
                 args: vec![
-                    ("step".to_string(), ArgValue::Int(step)),
+                    ("step".to_string(), ArgValue::Int(step as i64)),
                     ("cycles".to_string(), ArgValue::Int(cycles as i64)),
                 ],
+                tag: Some(tag.on(TagUnit::SparseCoreTile {
+                    sc: unit as u32,
+                    tile: t as u32,
+                })),
             });
         }
     }
@@ -525,6 +533,12 @@ fn add_window_span(graph: &graph::StepGraph, hbm_bytes_per_s: u64, m: &mut measu
                 ArgValue::Int(graph.ici_bytes_per_s as i64),
             ),
         ],
+        tag: Some(SpanTag {
+            unit: TagUnit::MeasuredWindow,
+            stage: None,
+            step: None,
+            kernel: None,
+        }),
     });
 }
 
@@ -551,15 +565,14 @@ fn add_critical_spans(graph: &graph::StepGraph, m: &mut measure::Measured) {
                 ("row".to_string(), ArgValue::Text(seg.task_stage.key().into())),
                 ("steady_steps".to_string(), ArgValue::Int(m.steady_steps as i64)),
             ],
+            tag: Some(SpanTag {
+                unit: TagUnit::CriticalPath(seg.task_stage),
+                stage: Some(seg.stage),
+                step: None,
+                kernel: None,
+            }),
         });
     }
-}
-
-fn arg_step(s: &Span) -> Option<i64> {
-    s.args
-        .iter()
-        .find(|(k, _)| k == "step")
-        .and_then(|(_, v)| if let ArgValue::Int(i) = v { Some(*i) } else { None })
 }
 
 /// Flow arrows: in pipelined mode, SC backward of step i feeds SC forward of step i+2.
@@ -570,13 +583,16 @@ fn add_staleness_flows(rec: &mut Recorder, w: &Workload, steps: usize) {
     // The first span of each (direction, step) on SparseCore 0, in one pass over the spans.
     let mut first: HashMap<(bool, i64), usize> = HashMap::new();
     for (k, s) in rec.spans.iter().enumerate() {
-        let forward = match s.category.as_str() {
-            "sc_fwd" => true,
-            "sc_bwd" => false,
-            _ => continue,
-        };
-        if let (true, Some(step)) = (s.track.thread == "SC 0", arg_step(s)) {
-            first.entry((forward, step)).or_insert(k);
+        if let Some(SpanTag {
+            unit: TagUnit::SparseCore(0),
+            stage: Some(st),
+            step: Some(step),
+            ..
+        }) = s.tag
+        {
+            if st.is_sparsecore() {
+                first.entry((st == Stage::ScForward, step as i64)).or_insert(k);
+            }
         }
     }
     for i in 0..steps as i64 - 2 {
