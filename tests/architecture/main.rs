@@ -1,7 +1,8 @@
 //! The architecture invariants ARCHITECTURE.md states, checked on the workspace's sources:
 //! (a) no import cycle between the modules of one crate, (b) no function over 150 lines, (c) the
 //! CLI (`src/`) and the Python extension (`python/src/`) name no model crate: they go through
-//! `tpusim-api`. Pure Rust: a small lexer (`lex`), module trees from `mod` declarations (`crates`),
+//! `tpusim-api`, (d) outside the trace writer, no code tells spans apart by their thread or
+//! category text (they carry a typed tag). Pure Rust: a small lexer (`lex`), module trees from `mod` declarations (`crates`),
 //! and each detector on those; the unit cases below run each detector on synthetic sources.
 
 mod crates;
@@ -9,6 +10,7 @@ mod cycles;
 mod lengths;
 mod lex;
 mod scan;
+mod spans;
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -23,6 +25,10 @@ const MODEL_CRATES: [&str; 5] = ["sim_core", "sim_tpu", "sim_sparsecore", "workl
 
 /// The directories of door clients: the CLI and the Python extension.
 const DOOR_CLIENTS: [&str; 2] = ["src", "python/src"];
+
+/// The display layer, the one place a span's thread text is read as such (lanes, thread order and
+/// names in the Chrome trace).
+const DISPLAY_LAYER: [&str; 1] = ["traces/src"];
 
 /// Known offenders allowed for a while (none now): a crate root and the module prefixes every member of the
 /// cycle starts with. An entry that no longer offends is reported, so the list cannot go stale silently.
@@ -168,6 +174,63 @@ fn cli_and_python_go_through_the_api_only() {
     assert!(
         offending.is_empty(),
         "the CLI and Python name model crates (go through tpusim-api): {offending:#?}"
+    );
+}
+
+/// Every comparison of a span's thread or category text outside the display layer and tests:
+/// `file:line field`.
+fn workspace_display_comparisons() -> Vec<String> {
+    let mut files = Vec::new();
+    rust_files(Path::new(""), &mut files);
+    let mut found = Vec::new();
+    for f in &files {
+        let file = f.display().to_string();
+        let is_test = f.components().any(|c| c.as_os_str() == "tests");
+        if is_test || DISPLAY_LAYER.iter().any(|d| file.starts_with(d)) {
+            continue;
+        }
+        let text = read(f).unwrap_or_default();
+        for (line, field) in spans::display_comparisons(&lex::tokens(&text)) {
+            found.push(format!("{file}:{line} {field}"));
+        }
+    }
+    found
+}
+
+#[test]
+fn spans_are_told_apart_by_their_tag_not_their_text() {
+    let found = workspace_display_comparisons();
+    for o in &found {
+        println!("OFFENDING {o}");
+    }
+    assert!(
+        found.is_empty(),
+        "code compares a span's thread or category text (read `Span::tag`): {found:#?}"
+    );
+}
+
+#[test]
+fn span_text_detector_fires_on_comparisons_only() {
+    let src = "fn f(s: &Span, t: &str) {\n\
+        let a = s.track.thread == \"TC\";\n\
+        let b = s.category.starts_with(\"sc\");\n\
+        let c = \"HBM\" != s.track.thread;\n\
+        match s.category.as_str() { _ => {} }\n\
+        let ok = Track { thread: t.into(), process: s.track.process.clone() };\n\
+        let shown = format!(\"{} {}\", s.track.thread, s.category);\n\
+        let tagged = s.tag.map(|x| x.unit) == Some(Unit::TensorCore);\n\
+        let m = x.thread();\n\
+        // s.track.thread == \"TC\"\n\
+    }\n";
+    let found = spans::display_comparisons(&lex::tokens(src));
+    assert_eq!(
+        found,
+        vec![
+            (2, "thread".to_string()),
+            (3, "category".to_string()),
+            (4, "thread".to_string()),
+            (5, "category".to_string())
+        ]
     );
 }
 
