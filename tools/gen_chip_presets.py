@@ -1,7 +1,11 @@
 #!/usr/bin/env python3
 """Writes sim-tpu/chips/*.json, the chip presets, from the facts in shared/reference/chips.md.
-Each field is {"value": ..., "source": ...}; source tags: O official, C Google code/docs, B JAX scaling
-book, I derived, "assumed: ..." where no public figure exists (overridable with --chip-file).
+Each field is {"value": ..., "source": ...}, the source a typed object as sim_tpu::source::Source reads
+it: {"datasheet": ...}, {"compiler": ...}, {"calibrated": {"on": ..., "chip": ...}} or {"assumed": ...}.
+Below, sources are written as short tags, turned into those objects by `typed`: O official documents,
+C Google code/docs, B the JAX scaling book (all datasheets), I derived from a document (a datasheet,
+"derived: ..."), X read off the XLA TPU compiler, "assumed: ..." where no public figure exists
+(overridable with --chip-file).
 Run: python3 tools/gen_chip_presets.py
 """
 import json
@@ -11,13 +15,43 @@ MiB = 1 << 20
 KiB = 1 << 10
 
 
+# What a bare tag says when it has no text of its own.
+BARE = {
+    "O": "official documentation",
+    "C": "JAX / Pallas code and docs",
+    "B": "How to Scale Your Model (the scaling book)",
+    "O/B": "official documentation and the scaling book",
+    "O/C": "official documentation and JAX code",
+    "preset": "the preset's name",
+}
+DATASHEET_TAGS = ("O", "C", "B", "O/B", "O/C")
+
+
+def typed(source):
+    """The typed source object of a tagged source string."""
+    if source in BARE:
+        return {"datasheet": BARE[source]}
+    tag, sep, text = source.partition(": ")
+    if not sep:
+        raise ValueError(f"source without a tag: {source!r}")
+    if tag == "assumed":
+        return {"assumed": text}
+    if tag == "X":
+        return {"compiler": text}
+    if tag == "I":
+        return {"datasheet": "derived: " + text}
+    if tag in DATASHEET_TAGS:
+        return {"datasheet": text}
+    raise ValueError(f"unknown source tag {tag!r} in {source!r}")
+
+
 def f(value, source):
-    return {"value": value, "source": source}
+    return {"value": value, "source": typed(source)}
 
 
-CM = "I: read off the XLA TPU compiler's cost model (reference/chips.md, ops.jsonl)"
+CM = "X: read off the XLA TPU compiler's cost model (reference/chips.md, ops.jsonl)"
 SC_CLOCK = "assumed: SparseCore clock is not public; taken equal to the TensorCore clock"
-SCRATCH = "I: 'scratchpad allocation size is N' in the compiler's Valid-window errors (testdata/limits/window_probes.jsonl)"
+SCRATCH = "X: 'scratchpad allocation size is N' in the compiler's Valid-window errors (testdata/limits/window_probes.jsonl)"
 SC_HBM = "assumed: SparseCore share of HBM bandwidth is not public; SparseCores can use all of it when TensorCores are idle"
 
 chips = {
@@ -123,11 +157,11 @@ chips = {
         sc_simd_lanes_f32=f(8, "C: jax tpu_info"),
         sc_simd_lanes_bf16=f(16, "assumed: bf16 packs two per 32-bit lane"),
         sc_tilespmem_bytes_per_tile=f(512 * KiB, "C: jax tpu_info (512 KiB)"),
-        sc_tilespmem_bytes_available=f(524128, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_bytes_available=f(524128, "X: read off compiler errors (sparsecore.jsonl)"),
         sc_tilespmem_scratchpad_bytes=f(524160, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C: jax tpu_info"),
-        sc_spmem_fixed_overhead_bytes=f(1024, "I: E3001 reports (fixed = 36 x max_unique + 1024)"),
+        sc_spmem_fixed_overhead_bytes=f(1024, "X: E3001 reports (fixed = 36 x max_unique + 1024)"),
         sc_clock_mhz=f(1750, SC_CLOCK),
         sc_hbm_share=f(1.0, SC_HBM),
         model_device_tensorcores=f(2, CM + ": one device is a megacore pair"),
@@ -161,11 +195,11 @@ chips = {
         sc_simd_lanes_f32=f(8, "O/C"),
         sc_simd_lanes_bf16=f(16, "O: 16 bf16 lanes"),
         sc_tilespmem_bytes_per_tile=f(256 * KiB, "C: jax tpu_info (256 KiB)"),
-        sc_tilespmem_bytes_available=f(262112, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_bytes_available=f(262112, "X: read off compiler errors (sparsecore.jsonl)"),
         sc_tilespmem_scratchpad_bytes=f(262144, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C"),
-        sc_spmem_fixed_overhead_bytes=f(1024, "I: E3001 reports (fixed = 36 x max_unique + 1024)"),
+        sc_spmem_fixed_overhead_bytes=f(1024, "X: E3001 reports (fixed = 36 x max_unique + 1024)"),
         sc_clock_mhz=f(1751, SC_CLOCK),
         sc_hbm_share=f(1.0, SC_HBM),
         model_device_tensorcores=f(1, CM),
@@ -199,11 +233,11 @@ chips = {
         sc_simd_lanes_f32=f(16, "C: jax tpu_info"),
         sc_simd_lanes_bf16=f(32, "C"),
         sc_tilespmem_bytes_per_tile=f(512 * KiB, "C: jax tpu_info (512 KiB)"),
-        sc_tilespmem_bytes_available=f(524032, "I: read off compiler errors (sparsecore.jsonl)"),
+        sc_tilespmem_bytes_available=f(524032, "X: read off compiler errors (sparsecore.jsonl)"),
         sc_tilespmem_scratchpad_bytes=f(524032, SCRATCH),
         sc_spmem_bytes_per_sc=f(524288, "C: XLA SparseCore docs, E3001 total_spmem_size_bytes"),
         sc_dma_granule_bytes=f(32, "C"),
-        sc_spmem_fixed_overhead_bytes=f(15872, "I: E3001 reports (fixed = 36 x max_unique + 15872)"),
+        sc_spmem_fixed_overhead_bytes=f(15872, "X: E3001 reports (fixed = 36 x max_unique + 15872)"),
         sc_clock_mhz=f(1900, SC_CLOCK),
         sc_hbm_share=f(1.0, SC_HBM),
         model_device_tensorcores=f(1, CM + ": one device is one TensorCore"),
