@@ -273,6 +273,11 @@ pub fn print_sensitivity(w: &Workload, s: &Sensitivity) {
             a.swing * 100.0
         );
     }
+    for a in &s.assumptions {
+        if let Some(c) = &a.contention {
+            println!("  note: {}", c.sentence(&a.name));
+        }
+    }
     if s.dominant.is_empty() {
         println!("The answer does not hang on any single assumption (none moves it by 5% or more).");
     } else {

@@ -39,9 +39,7 @@ pub fn display_comparisons(toks: &[Tok]) -> Vec<(usize, String)> {
         }
         let after = equality(toks.get(i + 1), toks.get(i + 2))
             || (toks.get(i + 1).is_some_and(|t| t.punct("."))
-                && toks
-                    .get(i + 2)
-                    .is_some_and(|t| STRING_TESTS.iter().any(|m| t.is(m))));
+                && toks.get(i + 2).is_some_and(|t| STRING_TESTS.iter().any(|m| t.is(m))));
         // Back over the receiver (`s.track.`) to its first identifier.
         let mut first = i;
         while first >= 2 && toks[first - 1].punct(".") && toks[first - 2].kind == Kind::Ident {

@@ -5,6 +5,7 @@
 //! Architecture invariant: workloads builds task graphs and reads results; the engine owns time.
 
 pub mod cache;
+pub mod contention;
 pub mod functional;
 pub mod gather;
 pub mod ids;

@@ -6,6 +6,7 @@ use serde::Serialize;
 use sim_tpu::chips::Chip;
 
 use crate::cache::RunCache;
+use crate::contention::{grown, overlaps, Overlaps};
 use crate::program::{simulate, RunOptions};
 use crate::spec::{Workload, WorkloadError};
 
@@ -24,6 +25,34 @@ pub struct AssumptionEffect {
     pub doubled_step_time_us: f64,
     /// Largest relative change of the step time either way.
     pub swing: f64,
+    /// When halving and doubling both move the step time the same way: the shared bandwidth whose
+    /// contention grew most in the variant that runs against the trend (none otherwise).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub contention: Option<ContentionNote>,
+}
+
+/// Why a step got slower when an assumed value changed the "wrong" way: two stages share a bandwidth
+/// at once for longer than with the value as given.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct ContentionNote {
+    /// Which run: `halved` or `doubled`.
+    pub variant: String,
+    /// The bandwidth they share (`HBM`, `ICI links (same dimension and direction)`).
+    pub resource: String,
+    /// The two stages (`all_to_all`, `all_reduce`, ...).
+    pub stages: [String; 2],
+    /// How much longer they share it than with the value as given, us per step.
+    pub extra_overlap_us_per_step: f64,
+}
+
+impl ContentionNote {
+    /// One sentence for a person.
+    pub fn sentence(&self, name: &str) -> String {
+        format!(
+            "{name} {}: the step is slower because {} and {} share {} at once {:.1} µs longer per step",
+            self.variant, self.stages[0], self.stages[1], self.resource, self.extra_overlap_us_per_step
+        )
+    }
 }
 
 /// The sensitivity of a run (the JSON of `tpusim run --sensitivity --json`).
@@ -72,13 +101,45 @@ fn merged(base: Option<&serde_json::Value>, extra: serde_json::Map<String, serde
 }
 
 fn step_us(w: &Workload, overrides: serde_json::Value, cache: &RunCache) -> Result<f64, WorkloadError> {
+    Ok(step_run(w, overrides, cache)?.0)
+}
+
+/// The step time, us, and where stages shared a bandwidth, of the workload with `overrides`.
+fn step_run(w: &Workload, overrides: serde_json::Value, cache: &RunCache) -> Result<(f64, Overlaps), WorkloadError> {
     // Assumed constants change timing, not ids or preprocessing: the runs share both.
     let o = RunOptions {
         chip_overrides: Some(overrides),
         cache: Some(cache.clone()),
         ..Default::default()
     };
-    Ok(simulate(w, &o)?.summary.step_time_us)
+    let r = simulate(w, &o)?;
+    let shared = overlaps(&r.recorder, r.summary.steady_steps);
+    Ok((r.summary.step_time_us, shared))
+}
+
+/// Relative change below which a step time counts as unchanged.
+const UNCHANGED: f64 = 0.005;
+
+/// With halving and doubling both slowing the step: for each, the pair of stages whose shared
+/// bandwidth time grew most, when it grew by at least [`UNCHANGED`] of the step.
+fn contention(base: (f64, &Overlaps), halved: (f64, &Overlaps), doubled: (f64, &Overlaps)) -> Option<ContentionNote> {
+    let d = |t: f64| (t - base.0) / base.0.max(1e-9);
+    if !(d(halved.0) > UNCHANGED && d(doubled.0) > UNCHANGED) {
+        return None;
+    }
+    [("halved", halved), ("doubled", doubled)]
+        .into_iter()
+        .filter_map(|(variant, (_, o))| {
+            let ((res, a, b), ps) = grown(base.1, o)?;
+            let us = ps as f64 / 1e6;
+            (us >= UNCHANGED * base.0).then(|| ContentionNote {
+                variant: variant.into(),
+                resource: res.describe().into(),
+                stages: [a.key().into(), b.key().into()],
+                extra_overlap_us_per_step: us,
+            })
+        })
+        .max_by(|x, y| x.extra_overlap_us_per_step.total_cmp(&y.extra_overlap_us_per_step))
 }
 
 fn chip_of(w: &Workload, opts: &RunOptions) -> Result<Chip, WorkloadError> {
@@ -126,7 +187,7 @@ pub fn assumption_range(w: &Workload, opts: &RunOptions) -> Result<[f64; 2], Wor
 pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, WorkloadError> {
     let chip = chip_of(w, opts)?;
     let cache = opts.cache.clone().unwrap_or_default();
-    let base = step_us(w, merged(opts.chip_overrides.as_ref(), Default::default()), &cache)?;
+    let (base, base_shared) = step_run(w, merged(opts.chip_overrides.as_ref(), Default::default()), &cache)?;
     let values = assumed_values(&chip);
     let mut assumptions = values
         .par_iter()
@@ -134,9 +195,9 @@ pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, Workl
             let one = |factor: f64| {
                 let mut m = serde_json::Map::new();
                 m.insert(k.clone(), scaled(k, v, factor));
-                step_us(w, merged(opts.chip_overrides.as_ref(), m), &cache)
+                step_run(w, merged(opts.chip_overrides.as_ref(), m), &cache)
             };
-            let (lo, hi) = (one(0.5)?, one(2.0)?);
+            let ((lo, lo_shared), (hi, hi_shared)) = (one(0.5)?, one(2.0)?);
             let swing = ((lo - base).abs().max((hi - base).abs())) / base.max(1e-9);
             Ok(AssumptionEffect {
                 name: k.clone(),
@@ -145,6 +206,7 @@ pub fn sensitivity(w: &Workload, opts: &RunOptions) -> Result<Sensitivity, Workl
                 halved_step_time_us: lo,
                 doubled_step_time_us: hi,
                 swing,
+                contention: contention((base, &base_shared), (lo, &lo_shared), (hi, &hi_shared)),
             })
         })
         .collect::<Result<Vec<_>, WorkloadError>>()?;

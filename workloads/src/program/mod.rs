@@ -16,6 +16,7 @@ pub mod limits;
 pub mod measure;
 pub mod memory;
 pub mod resolve;
+pub mod stages;
 pub mod window;
 pub mod work;
 
@@ -80,6 +81,16 @@ pub struct RunResult {
     /// Steps whose schedule was written out as a repeated period instead of simulated (0: every
     /// step was simulated). Diagnostics: no other field depends on it.
     pub extrapolated_steps: u64,
+}
+
+/// The program `simulate` would run for the workload, as data (resolve, work, program; no run).
+pub fn program(w: &Workload, opts: &RunOptions) -> Result<stages::StepProgram, WorkloadError> {
+    w.validate()?;
+    w.check_bounds(&opts.bounds)?;
+    let plan = resolve::resolve(w, opts.chip_overrides.as_ref())?;
+    let work = work::run_work(&plan, opts.cache.as_ref())?;
+    let dense = dense::dense_program(&plan)?;
+    Ok(stages::step_program(&graph::build(&plan, &work, &dense)?))
 }
 
 /// Simulates the workload's steps and summarises them.
