@@ -286,10 +286,31 @@ fn readme_whole_step_and_sensitivity() {
         .unwrap()
         .trim();
     assert!(readme.contains(sc), "{sc}");
+    // A faster SparseCore slows this step; the output says where stages contend (README, sensitivity).
+    let note = sens
+        .lines()
+        .find(|l| l.trim_start().starts_with("note: sc_clock_mhz doubled"))
+        .unwrap_or_else(|| panic!("no contention note:\n{sens}"))
+        .trim();
+    assert!(readme.contains(note), "{note}");
     let (code, json, err) = tpusim(&["run", "--preset", "dlrm-criteo", "--sensitivity", "--json"]);
     assert_eq!(code, 0, "{err}");
     let v: serde_json::Value = serde_json::from_str(&json).unwrap();
     assert!(v["assumptions"].as_array().unwrap().len() >= 5);
+    let sc_clock = v["assumptions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|a| a["name"] == "sc_clock_mhz")
+        .unwrap();
+    // Halved and doubled both slower than as given: the doubled run's all-to-all overlaps the all-reduce.
+    let base = v["step_time_us"].as_f64().unwrap();
+    assert!(sc_clock["halved_step_time_us"].as_f64().unwrap() > base);
+    assert!(sc_clock["doubled_step_time_us"].as_f64().unwrap() > base);
+    let c = &sc_clock["contention"];
+    assert_eq!(c["variant"], "doubled");
+    assert_eq!(c["stages"], serde_json::json!(["all_to_all", "all_reduce"]));
+    assert!(c["resource"].as_str().unwrap().starts_with("ICI links"), "{c}");
     // No assumed value moves the step by the 5% that makes the answer hang on it (the README says so).
     assert_eq!(v["dominant"], serde_json::json!([]), "{}", v["dominant"]);
     // The headline's one-at-a-time range is the lowest and highest step time of the table's rows.

@@ -275,7 +275,7 @@ pub fn print_sensitivity(w: &Workload, s: &Sensitivity) {
     }
     for a in &s.assumptions {
         if let Some(c) = &a.contention {
-            println!("  note: {}", c.sentence(&a.name));
+            println!("  note: {} {}", a.name, c.note);
         }
     }
     if s.dominant.is_empty() {

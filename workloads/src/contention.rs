@@ -13,7 +13,7 @@ use sim_core::tag::{Stage, Unit};
 pub enum Shared {
     /// The chip's HBM.
     Hbm,
-    /// The chip's ICI link groups (each dimension and direction its own; times summed over them).
+    /// The chip's ICI link groups (each dimension and direction its own; the longest time on any one).
     IciLinks,
 }
 
@@ -27,7 +27,8 @@ impl Shared {
     }
 }
 
-/// Time two stages shared a resource, ps per measured step, keyed by (resource, first stage, second stage).
+/// Time two stages shared a resource, ps per measured step, keyed by (resource, first stage, second
+/// stage); on the ICI links, the longest on any one link group.
 pub type Overlaps = BTreeMap<(Shared, Stage, Stage), u64>;
 
 fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
@@ -96,9 +97,10 @@ pub fn overlaps(rec: &Recorder, steps: u64) -> Overlaps {
             } else {
                 Shared::IciLinks
             };
-            let both = intersection(a, b);
+            let both = intersection(a, b) / steps.max(1);
             if both > 0 {
-                *out.entry((shared, *sa, *sb)).or_default() += both / steps.max(1);
+                let e = out.entry((shared, *sa, *sb)).or_default();
+                *e = (*e).max(both);
             }
         }
     }
@@ -149,6 +151,8 @@ mod tests {
         r.span(span(Unit::IciLink(0), Some(Stage::AllReduce), (100, 600)));
         r.span(span(Unit::IciLink(0), Some(Stage::AllToAll), (400, 900)));
         r.span(span(Unit::IciLink(2), Some(Stage::AllToAll), (0, 2000)));
+        // On y+ the all-reduce 500-550 with it: 50, less than x+'s, so x+'s counts.
+        r.span(span(Unit::IciLink(2), Some(Stage::AllReduce), (500, 550)));
         // HBM: a kernel 0-300 and a SparseCore pass 200-500; the window clips the kernel to 100-300: 100 together.
         r.span(span(Unit::Hbm, Some(Stage::TcForward), (0, 300)));
         r.span(span(Unit::Hbm, Some(Stage::ScForward), (200, 500)));

@@ -43,16 +43,8 @@ pub struct ContentionNote {
     pub stages: [String; 2],
     /// How much longer they share it than with the value as given, us per step.
     pub extra_overlap_us_per_step: f64,
-}
-
-impl ContentionNote {
-    /// One sentence for a person.
-    pub fn sentence(&self, name: &str) -> String {
-        format!(
-            "{name} {}: the step is slower because {} and {} share {} at once {:.1} µs longer per step",
-            self.variant, self.stages[0], self.stages[1], self.resource, self.extra_overlap_us_per_step
-        )
-    }
+    /// The same for a person.
+    pub note: String,
 }
 
 /// The sensitivity of a run (the JSON of `tpusim run --sensitivity --json`).
@@ -137,6 +129,12 @@ fn contention(base: (f64, &Overlaps), halved: (f64, &Overlaps), doubled: (f64, &
                 resource: res.describe().into(),
                 stages: [a.key().into(), b.key().into()],
                 extra_overlap_us_per_step: us,
+                note: format!(
+                    "{variant}, the step is slower: the {} and the {} share {} at once {us:.1} µs longer per step",
+                    a.describe(),
+                    b.describe(),
+                    res.describe()
+                ),
             })
         })
         .max_by(|x, y| x.extra_overlap_us_per_step.total_cmp(&y.extra_overlap_us_per_step))
