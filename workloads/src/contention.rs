@@ -31,7 +31,12 @@ impl Shared {
 /// stage); on the ICI links, the longest on any one link group.
 pub type Overlaps = BTreeMap<(Shared, Stage, Stage), u64>;
 
-fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+/// Time intervals, ps: (start, end).
+type Intervals = Vec<(u64, u64)>;
+/// A unit and a stage on it.
+type UnitStage = (Unit, Stage);
+
+fn merged(mut v: Intervals) -> Vec<(u64, u64)> {
     v.sort_unstable();
     let mut out: Vec<(u64, u64)> = Vec::new();
     for (a, b) in v {
@@ -85,7 +90,7 @@ pub fn overlaps(rec: &Recorder, steps: u64) -> Overlaps {
             per.entry((t.unit, stage)).or_default().push((a, b));
         }
     }
-    let per: Vec<((Unit, Stage), Vec<(u64, u64)>)> = per.into_iter().map(|(k, v)| (k, merged(v))).collect();
+    let per: Vec<(UnitStage, Intervals)> = per.into_iter().map(|(k, v)| (k, merged(v))).collect();
     let mut out = Overlaps::new();
     for (x, ((ua, sa), a)) in per.iter().enumerate() {
         for ((ub, sb), b) in &per[x + 1..] {
