@@ -75,9 +75,11 @@ pub fn slice(chip: &Chip, text: &str) -> crate::Result<sim_tpu::topology::SliceS
 
 pub use sim_tpu::hlo::spmd::report::SliceReport;
 
-/// The per-device program and its collectives on a slice, with an optional `--mesh` naming the devices.
+/// The per-device program and its collectives on a slice, with an optional `--mesh` naming the devices. A
+/// module annotated with `sharding={...}` is partitioned first (`text` is its source, for line numbers).
 pub fn hlo_slice_report(
     module: &HloModule,
+    text: &str,
     chip: &Chip,
     slice: &sim_tpu::topology::SliceShape,
     origin: &str,
@@ -88,7 +90,7 @@ pub fn hlo_slice_report(
         None => None,
     };
     Ok(
-        sim_tpu::hlo::spmd::report::report_on_slice(module, chip, slice, mesh.as_ref())
+        sim_tpu::hlo::spmd::report::report_on_slice_partitioned(module, text, chip, slice, mesh.as_ref())
             .with_context(|| origin.to_string())?,
     )
 }

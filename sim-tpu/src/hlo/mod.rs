@@ -34,6 +34,7 @@ mod prefetch;
 mod relayout;
 mod report;
 mod scalar;
+pub mod partition;
 pub mod score;
 pub mod sharding;
 pub mod spmd;
