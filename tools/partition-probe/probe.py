@@ -5,7 +5,11 @@ case, the module before partitioning (what `jax.jit(f, in_shardings=..., out_sha
 the optimized per-device module, the sum of its per-instruction `estimated_cycles`, and `memory_analysis()`.
 
 Usage (venv /work/venv-tpu or tools/shard-probe/requirements.txt; never run by tests or CI):
-  ALLOW_MULTIPLE_LIBTPU_LOAD=1 nice -n 10 python tools/partition-probe/probe.py OUT.jsonl.gz
+  ALLOW_MULTIPLE_LIBTPU_LOAD=1 nice -n 10 python tools/partition-probe/probe.py OUT.jsonl
+  gzip -9 OUT.jsonl   # what testdata/shard/partition/ holds
+
+Appends one record per case as it is compiled; cases already in OUT.jsonl are skipped, so a stopped run
+resumes. The MLPs and the MoE layer come first on every slice, then the transformer blocks (slower to compile).
 
 Patterns over a one-axis mesh `d` of every device (devices in coordinate order, as tpusim counts ids):
   dp    activations split on the batch, weights replicated (gradient all-reduce)
@@ -14,8 +18,8 @@ Patterns over a one-axis mesh `d` of every device (devices in coordinate order, 
   moe   tokens split on groups, experts split over `d` (all-to-all dispatch and return)
 and `2d`: an MLP over a data x model mesh (dp on one axis, tp on the other).
 """
-import gzip
 import json
+import os
 import re
 import sys
 
@@ -25,7 +29,7 @@ import numpy as np
 from jax.experimental.topologies import get_topology_desc
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-SLICES = ["v5p:2x2x1", "v5p:2x2x2", "v5p:2x2x4", "v6e:2x2", "v6e:4x4"]
+SLICES = ["v5p:2x2x1", "v5p:2x2x2", "v6e:2x2", "v5p:2x2x4", "v6e:4x4"]
 PATTERNS = ["dp", "fsdp", "tp", "moe", "2d"]
 D, H = 1024, 4096
 TOKENS_PER_DEVICE = 1024
@@ -154,22 +158,25 @@ def compile_case(model, pattern, topo):
 
 def main():
     out = sys.argv[1]
-    recs = []
-    for topo in SLICES:
-        for model in ("mlp", "block", "moe"):
-            for pattern in PATTERNS:
-                try:
-                    r = compile_case(model, pattern, topo)
-                except Exception as e:  # recorded, not fatal
-                    print("error", model, pattern, topo, str(e).splitlines()[0][:200], file=sys.stderr, flush=True)
-                    continue
-                if r is None:
-                    continue
-                recs.append(r)
-                print(r["case"], r["memory"], r["estimated_cycles"], file=sys.stderr, flush=True)
-    with gzip.open(out, "wt") as f:
-        for r in recs:
-            f.write(json.dumps(r, sort_keys=True) + "\n")
+    done = set()
+    if os.path.exists(out):
+        with open(out) as f:
+            done = {json.loads(l)["case"] for l in f if l.strip()}
+    order = [(m, p) for m in ("mlp", "moe") for p in PATTERNS] + [("block", p) for p in PATTERNS]
+    for model, pattern in order:
+        for topo in SLICES:
+            if f"{model}.{pattern}.{topo}" in done:
+                continue
+            try:
+                r = compile_case(model, pattern, topo)
+            except Exception as e:  # recorded, not fatal
+                print("error", model, pattern, topo, str(e).splitlines()[0][:200], file=sys.stderr, flush=True)
+                continue
+            if r is None:
+                continue
+            with open(out, "a") as f:
+                f.write(json.dumps(r, sort_keys=True) + "\n")
+            print(r["case"], r["memory"], r["estimated_cycles"], file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

@@ -91,6 +91,12 @@ fn groups_text(groups: &[Vec<u32>]) -> String {
     format!("{{{}}}", inner.join(","))
 }
 
+/// `slice={[0:n],...}` taking a block of `shape`'s dims.
+fn slice_attr(shape: &Shape) -> Attr {
+    let limits: Vec<String> = global_dims(shape).iter().map(|n| format!("[0:{n}]")).collect();
+    attr("slice", format!("{{{}}}", limits.join(", ")))
+}
+
 fn attr(key: &str, value: String) -> Attr {
     Attr {
         key: key.into(),
@@ -190,7 +196,16 @@ impl<'a> Builder<'a> {
         self.channel += 1;
         let groups = self.base.groups(axes);
         let operand = self.local(v, &v.dist);
-        let result = self.local(v, to);
+        let mut result = self.local(v, to);
+        if kind == CollectiveKind::AllGather {
+            // Every member sends its whole (padded) block.
+            let mut dims = global_dims(&operand);
+            let j = attrs.iter().find(|a| a.key == "dimensions").and_then(|a| a.value.trim_matches(|c| c == '{' || c == '}').parse::<usize>().ok());
+            if let Some(d) = j.and_then(|j| dims.get_mut(j)) {
+                *d *= self.base.size(axes) as i64;
+            }
+            result = with_dims(&operand, &dims);
+        }
         let bytes = if kind == CollectiveKind::AllGather {
             bytes_of(&result)
         } else {
@@ -263,13 +278,11 @@ impl<'a> Builder<'a> {
         if cur.dist == *to {
             return cur;
         }
-        let same_sets = cur.dist.dims.iter().zip(&to.dims).all(|(a, b)| {
-            let (mut a, mut b) = (a.clone(), b.clone());
-            a.sort_unstable();
-            b.sort_unstable();
-            a == b
-        });
-        if same_sets {
+        // The same number of tiles along every dim on other devices: each device fetches its tile.
+        let same_tiles = cur.dist.partial.is_empty()
+            && cur.dist.dims.len() == to.dims.len()
+            && cur.dist.dims.iter().zip(&to.dims).all(|(a, b)| self.base.size(a) == self.base.size(b));
+        if same_tiles {
             return self.permute(&cur, to, for_ins);
         }
         let rank = to.dims.len();
@@ -317,14 +330,18 @@ impl<'a> Builder<'a> {
             let mut next = cur.dist.clone();
             next.dims[j].retain(|a| !drop.contains(a));
             let attrs = vec![attr("dimensions", format!("{{{j}}}"))];
-            let idx = self.collective(CollectiveKind::AllGather, &cur, &next, &drop, attrs, for_ins, rule);
+            let mut idx = self.collective(CollectiveKind::AllGather, &cur, &next, &drop, attrs, for_ins, rule);
+            // An uneven split was padded: the gathered rows beyond the array are sliced off.
+            let want = self.local(&cur, &next);
+            if self.ins[idx].shape != want {
+                idx = self.emit(&format!("{for_ins}.unpad"), "slice", want.clone(), vec![idx], vec![slice_attr(&want)]);
+            }
             cur = Val { idx, dist: next, shape: cur.shape.clone() };
         }
         // Splits `to` adds over replicated axes: each device slices its part locally.
         if cur.dist != *to {
             let shape = self.local(&cur, to);
-            let limits: Vec<String> = global_dims(&shape).iter().map(|n| format!("[0:{n}]")).collect();
-            let attrs = vec![attr("slice", format!("{{{}}}", limits.join(", ")))];
+            let attrs = vec![slice_attr(&shape)];
             let idx = self.emit(&format!("{for_ins}.slice"), "slice", shape, vec![cur.idx], attrs);
             cur = Val { idx, dist: to.clone(), shape: cur.shape.clone() };
         }
