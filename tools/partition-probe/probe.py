@@ -107,10 +107,6 @@ def case(model, pattern, n):
     return shapes, specs[pattern], x, (P("d") if pattern in ("dp", "fsdp") else P()), 1
 
 
-def strip(text):
-    return re.sub(r", (metadata|frontend_attributes)=\{.*?\}(?=[,\n])", "", text, flags=re.M)
-
-
 def estimates(text):
     total, n = 0, 0
     for line in text.splitlines():
@@ -143,13 +139,11 @@ def compile_case(model, pattern, topo):
     text = compiled.as_text()
     ma = compiled.memory_analysis()
     total, count = estimates(text)
-    # Per-instruction estimates are summed here; the module keeps only what tpusim reads.
-    post = re.sub(r", (metadata|backend_config|frontend_attributes)=\{.*$", "", text, flags=re.M)
-    post = "\n".join(l for l in post.splitlines() if not re.match(r"^\d+ \"|^(FileNames|FunctionNames|FileLocations|StackFrames)$", l))
+    # Per-instruction estimates are summed here; pack.py strips the texts to what tpusim reads.
     return {
         "case": f"{model}.{pattern}.{topo}", "model": model, "pattern": pattern, "topology": topo,
         "devices": n, "mesh": "d=%d" % n if axes == 1 else "d=2,m=%d" % (n // 2),
-        "pre_hlo": strip(pre), "post_hlo": post,
+        "pre_hlo": pre, "post_hlo": text,
         "estimated_cycles": total, "estimated_instructions": count,
         "memory": {k: getattr(ma, k) for k in ("argument_size_in_bytes", "output_size_in_bytes",
                                                "temp_size_in_bytes")},
@@ -162,21 +156,22 @@ def main():
     if os.path.exists(out):
         with open(out) as f:
             done = {json.loads(l)["case"] for l in f if l.strip()}
-    order = [(m, p) for m in ("mlp", "moe") for p in PATTERNS] + [("block", p) for p in PATTERNS]
-    for model, pattern in order:
-        for topo in SLICES:
-            if f"{model}.{pattern}.{topo}" in done:
-                continue
-            try:
-                r = compile_case(model, pattern, topo)
-            except Exception as e:  # recorded, not fatal
-                print("error", model, pattern, topo, str(e).splitlines()[0][:200], file=sys.stderr, flush=True)
-                continue
-            if r is None:
-                continue
-            with open(out, "a") as f:
-                f.write(json.dumps(r, sort_keys=True) + "\n")
-            print(r["case"], r["memory"], r["estimated_cycles"], file=sys.stderr, flush=True)
+    # Small slices of every model first, then the larger slices.
+    order = [(t, m, p) for part in (SLICES[:3], SLICES[3:]) for t in part
+             for m in ("mlp", "moe", "block") for p in PATTERNS]
+    for topo, model, pattern in order:
+        if f"{model}.{pattern}.{topo}" in done:
+            continue
+        try:
+            r = compile_case(model, pattern, topo)
+        except Exception as e:  # recorded, not fatal
+            print("error", model, pattern, topo, str(e).splitlines()[0][:200], file=sys.stderr, flush=True)
+            continue
+        if r is None:
+            continue
+        with open(out, "a") as f:
+            f.write(json.dumps(r, sort_keys=True) + "\n")
+        print(r["case"], r["memory"], r["estimated_cycles"], file=sys.stderr, flush=True)
 
 
 if __name__ == "__main__":

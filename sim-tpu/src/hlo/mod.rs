@@ -35,6 +35,7 @@ mod relayout;
 mod report;
 mod scalar;
 pub mod partition;
+pub mod partition_oracle;
 pub mod score;
 pub mod sharding;
 pub mod spmd;

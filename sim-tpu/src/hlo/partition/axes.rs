@@ -85,7 +85,7 @@ impl Base {
 
 /// How an array lies on the devices: the sub-axes splitting each dim (major first), and the sub-axes over
 /// which devices hold partial sums still to be reduced. Sub-axes named nowhere replicate it.
-#[derive(Clone, Debug, PartialEq, Eq, Default)]
+#[derive(Clone, Debug, PartialEq, Eq, Hash, Default)]
 pub struct Dist {
     /// Sub-axes per array dim.
     pub dims: Vec<Vec<usize>>,

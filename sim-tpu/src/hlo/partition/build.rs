@@ -1,7 +1,7 @@
 //! The per-device computation being written: instructions with per-device shapes, and the collectives (or
 //! local slices) that move an array from one distribution to another ([`Builder::reshard`]).
 
-use std::collections::{BTreeSet, HashSet};
+use std::collections::{BTreeSet, HashMap, HashSet};
 
 use serde::Serialize;
 use sim_core::layout::{Dim, Shape};
@@ -116,6 +116,8 @@ pub struct Builder<'a> {
     /// Element types whose `add` computation all-reduces of partial sums use.
     pub adders: BTreeSet<String>,
     channel: u64,
+    /// Values already moved: (value, layout) -> the moved value (a weight gathered once serves every use).
+    moved: HashMap<(usize, Dist), Val>,
 }
 
 /// The name of the scalar add computation of an element type.
@@ -133,6 +135,7 @@ impl<'a> Builder<'a> {
             inserted: Vec::new(),
             adders: BTreeSet::new(),
             channel: 0,
+            moved: HashMap::new(),
         }
     }
 
@@ -274,6 +277,18 @@ impl<'a> Builder<'a> {
     /// Moves `v` to distribution `to`: partial sums summed, splits moved between dims (all-to-all), dropped
     /// (all-gather) and added (a local slice), or the same splits on other devices (collective-permute).
     pub fn reshard(&mut self, v: &Val, to: &Dist, for_ins: &str, rule: Rule) -> Val {
+        if v.dist == *to {
+            return v.clone();
+        }
+        if let Some(done) = self.moved.get(&(v.idx, to.clone())) {
+            return done.clone();
+        }
+        let out = self.reshard_new(v, to, for_ins, rule);
+        self.moved.insert((v.idx, to.clone()), out.clone());
+        out
+    }
+
+    fn reshard_new(&mut self, v: &Val, to: &Dist, for_ins: &str, rule: Rule) -> Val {
         let mut cur = self.resolve(v, Some(to), None, for_ins);
         if cur.dist == *to {
             return cur;

@@ -147,7 +147,7 @@ fn list(ins: &Instruction, key: &str) -> Vec<usize> {
 /// Plans a dot. Paired dims (batch, contracting) take the split of whichever side has one (the other side
 /// slices locally). A sub-axis may serve one role only: a contracting split that clashes with a batch or free
 /// split is gathered (FSDP: the weight is all-gathered); a free split on both sides is gathered on the smaller
-/// operand (`lhs_bigger` says which); a free split clashing with a batch split is gathered.
+/// operand (`lhs_bigger` says which: true on a tie, the rhs being the weight in `x @ w`); a free split clashing with a batch split is gathered.
 pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
     let (lb, rb) = (list(ins, "lhs_batch_dims"), list(ins, "rhs_batch_dims"));
     let (lc, rc) = (list(ins, "lhs_contracting_dims"), list(ins, "rhs_contracting_dims"));

@@ -234,7 +234,7 @@ impl Walk<'_, '_, '_> {
             return self.conservative(i, ops);
         };
         let size = |v: &Val| global_dims(&v.shape).iter().product::<i64>();
-        let plan = rules::dot(ins, &l.dist, &rv.dist, size(&l) > size(&rv));
+        let plan = rules::dot(ins, &l.dist, &rv.dist, size(&l) >= size(&rv));
         let lv = self.b.reshard(&l, &plan.lhs, &ins.name, Rule::GatherForUse);
         let rv = self.b.reshard(&rv, &plan.rhs, &ins.name, Rule::GatherForUse);
         let node = self.write(ins, vec![lv.idx, rv.idx], Layout::Array(plan.out.clone()));
