@@ -102,18 +102,18 @@ fn line_of(text: &str, name: &str) -> usize {
         .map_or(0, |p| p + 1)
 }
 
-/// Partitions `module` for `devices` devices laid on `mesh` (the `--mesh` axes; the module's Shardy mesh,
-/// else one axis, when `None`); `text` is the module's source, for line numbers in errors.
+/// Partitions `module` for `devices` devices laid on the module's Shardy mesh, else `mesh` (the `--mesh`
+/// axes), else one axis; `text` is the module's source, for line numbers in errors.
 pub fn partition(
     module: &HloModule,
     devices: u64,
     mesh: Option<&[(String, u64)]>,
     text: &str,
 ) -> Result<Partitioned, HloError> {
-    let mesh: Vec<(String, u64)> = match mesh {
-        Some(m) => m.to_vec(),
-        None => sdy_mesh(module).unwrap_or_else(|| vec![("devices".into(), devices)]),
-    };
+    // The shardings were written against the module's own mesh when it names one.
+    let mesh: Vec<(String, u64)> = sdy_mesh(module)
+        .or_else(|| mesh.map(<[_]>::to_vec))
+        .unwrap_or_else(|| vec![("devices".into(), devices)]);
     let named: u64 = mesh.iter().map(|a| a.1).product();
     if named != devices {
         let m: Vec<String> = mesh.iter().map(|(n, s)| format!("{n}={s}")).collect();
