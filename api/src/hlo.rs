@@ -135,12 +135,30 @@ pub fn slice_summary(r: &SliceReport, file: &str, top: usize) -> Vec<String> {
             bytes(r.device.hbm_capacity_bytes),
             if r.device.fits { "fits" } else { "DOES NOT FIT" }
         ),
+    ];
+    if let Some(p) = &r.partition {
+        let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for c in &p.inserted {
+            *kinds.entry(c.kind.name()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        out.push(format!(
+            "partitioned from its sharding annotations over mesh {}: inserted {}",
+            p.mesh,
+            if kinds.is_empty() {
+                "no collectives".to_string()
+            } else {
+                kinds.join(", ")
+            }
+        ));
+    }
+    out.extend([
         String::new(),
         format!(
             "{:<28} {:<18} {:>10} {:>6} {:>6} {:<18} {:>5} {:>10} {:>7}",
             "collective", "kind", "bytes", "group", "chips", "algorithm", "hops", "time", "share"
         ),
-    ];
+    ]);
     let mut cs: Vec<_> = r.collectives.iter().collect();
     cs.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
     for x in cs.iter().take(top) {

@@ -21,7 +21,7 @@ fn primes(mut n: u64) -> Vec<u64> {
     let mut out = Vec::new();
     let mut p = 2;
     while p * p <= n {
-        while n % p == 0 {
+        while n.is_multiple_of(p) {
             out.push(p);
             n /= p;
         }

@@ -98,10 +98,7 @@ fn slice_attr(shape: &Shape) -> Attr {
 }
 
 fn attr(key: &str, value: String) -> Attr {
-    Attr {
-        key: key.into(),
-        value,
-    }
+    Attr { key: key.into(), value }
 }
 
 /// The per-device entry computation under construction.
@@ -203,7 +200,10 @@ impl<'a> Builder<'a> {
         if kind == CollectiveKind::AllGather {
             // Every member sends its whole (padded) block.
             let mut dims = global_dims(&operand);
-            let j = attrs.iter().find(|a| a.key == "dimensions").and_then(|a| a.value.trim_matches(|c| c == '{' || c == '}').parse::<usize>().ok());
+            let j = attrs
+                .iter()
+                .find(|a| a.key == "dimensions")
+                .and_then(|a| a.value.trim_matches(|c| c == '{' || c == '}').parse::<usize>().ok());
             if let Some(d) = j.and_then(|j| dims.get_mut(j)) {
                 *d *= self.base.size(axes) as i64;
             }
@@ -222,7 +222,13 @@ impl<'a> Builder<'a> {
         if kind != CollectiveKind::AllToAll {
             all.push(attr("use_global_device_ids", "true".into()));
         }
-        let idx = self.emit(&format!("{for_ins}.{}", kind.name()), kind.name(), result, vec![v.idx], all);
+        let idx = self.emit(
+            &format!("{for_ins}.{}", kind.name()),
+            kind.name(),
+            result,
+            vec![v.idx],
+            all,
+        );
         self.inserted.push(Inserted {
             name: self.ins[idx].name.clone(),
             kind,
@@ -261,7 +267,10 @@ impl<'a> Builder<'a> {
         let (kind, mut attrs) = match scatter_dim {
             Some(k) => {
                 to.dims[k].extend(&p);
-                (CollectiveKind::ReduceScatter, vec![attr("dimensions", format!("{{{k}}}"))])
+                (
+                    CollectiveKind::ReduceScatter,
+                    vec![attr("dimensions", format!("{{{k}}}"))],
+                )
             }
             None => (CollectiveKind::AllReduce, Vec::new()),
         };
@@ -296,7 +305,12 @@ impl<'a> Builder<'a> {
         // The same number of tiles along every dim on other devices: each device fetches its tile.
         let same_tiles = cur.dist.partial.is_empty()
             && cur.dist.dims.len() == to.dims.len()
-            && cur.dist.dims.iter().zip(&to.dims).all(|(a, b)| self.base.size(a) == self.base.size(b));
+            && cur
+                .dist
+                .dims
+                .iter()
+                .zip(&to.dims)
+                .all(|(a, b)| self.base.size(a) == self.base.size(b));
         if same_tiles {
             return self.permute(&cur, to, for_ins);
         }
@@ -325,20 +339,36 @@ impl<'a> Builder<'a> {
                 next.dims[j].retain(|a| !moving.contains(a));
                 next.dims[k].extend(&moving);
                 let attrs = vec![attr("dimensions", format!("{{{k}}}"))];
-                let idx = self.collective(CollectiveKind::AllToAll, &cur, &next, &moving, attrs, for_ins, Rule::MoveSplit);
-                cur = Val { idx, dist: next, shape: cur.shape.clone() };
+                let idx = self.collective(
+                    CollectiveKind::AllToAll,
+                    &cur,
+                    &next,
+                    &moving,
+                    attrs,
+                    for_ins,
+                    Rule::MoveSplit,
+                );
+                cur = Val {
+                    idx,
+                    dist: next,
+                    shape: cur.shape.clone(),
+                };
             }
         }
         // Splits `to` does not have: all-gather.
-        for j in 0..rank {
-            let keep = prefix[j].min(cur.dist.dims[j].len());
+        for (j, &p) in prefix.iter().enumerate() {
+            let keep = p.min(cur.dist.dims[j].len());
             let extra: Vec<usize> = cur.dist.dims[j][keep..]
                 .iter()
                 .filter(|a| !to.dims[j].contains(a))
                 .copied()
                 .collect();
             let misplaced = cur.dist.dims[j].iter().zip(&to.dims[j]).any(|(a, b)| a != b);
-            let drop: Vec<usize> = if misplaced { cur.dist.dims[j][keep..].to_vec() } else { extra };
+            let drop: Vec<usize> = if misplaced {
+                cur.dist.dims[j][keep..].to_vec()
+            } else {
+                extra
+            };
             if drop.is_empty() {
                 continue;
             }
@@ -349,16 +379,30 @@ impl<'a> Builder<'a> {
             // An uneven split was padded: the gathered rows beyond the array are sliced off.
             let want = self.local(&cur, &next);
             if self.ins[idx].shape != want {
-                idx = self.emit(&format!("{for_ins}.unpad"), "slice", want.clone(), vec![idx], vec![slice_attr(&want)]);
+                idx = self.emit(
+                    &format!("{for_ins}.unpad"),
+                    "slice",
+                    want.clone(),
+                    vec![idx],
+                    vec![slice_attr(&want)],
+                );
             }
-            cur = Val { idx, dist: next, shape: cur.shape.clone() };
+            cur = Val {
+                idx,
+                dist: next,
+                shape: cur.shape.clone(),
+            };
         }
         // Splits `to` adds over replicated axes: each device slices its part locally.
         if cur.dist != *to {
             let shape = self.local(&cur, to);
             let attrs = vec![slice_attr(&shape)];
             let idx = self.emit(&format!("{for_ins}.slice"), "slice", shape, vec![cur.idx], attrs);
-            cur = Val { idx, dist: to.clone(), shape: cur.shape.clone() };
+            cur = Val {
+                idx,
+                dist: to.clone(),
+                shape: cur.shape.clone(),
+            };
         }
         cur
     }
@@ -367,7 +411,10 @@ impl<'a> Builder<'a> {
     fn tile(&self, d: &Dist, device: u64) -> Vec<u64> {
         d.dims
             .iter()
-            .map(|axes| axes.iter().fold(0, |c, &a| c * self.base.sizes[a] + self.base.coord(device, a)))
+            .map(|axes| {
+                axes.iter()
+                    .fold(0, |c, &a| c * self.base.sizes[a] + self.base.coord(device, a))
+            })
             .collect()
     }
 
@@ -393,7 +440,13 @@ impl<'a> Builder<'a> {
             attr("channel_id", self.channel.to_string()),
             attr("source_target_pairs", format!("{{{}}}", pairs.join(","))),
         ];
-        let idx = self.emit(&format!("{for_ins}.collective-permute"), "collective-permute", shape, vec![v.idx], attrs);
+        let idx = self.emit(
+            &format!("{for_ins}.collective-permute"),
+            "collective-permute",
+            shape,
+            vec![v.idx],
+            attrs,
+        );
         self.inserted.push(Inserted {
             name: self.ins[idx].name.clone(),
             kind: CollectiveKind::CollectivePermute,

@@ -47,9 +47,11 @@ pub fn of_sharding(s: &Sharding, shape: &Shape, base: &Base, notes: &mut Vec<Str
             notes.push(format!("maximal device={d} is read as replicated"));
             Ok(Layout::replicated(shape))
         }
-        (Sharding::Manual, _) => Err("manual sharding inside an annotated module; valid: shard_map bodies are \
+        (Sharding::Manual, _) => Err(
+            "manual sharding inside an annotated module; valid: shard_map bodies are \
                                      per-device programs, given without annotations"
-            .into()),
+                .into(),
+        ),
         (Sharding::Tiled(t), Shape::Array(a)) => from_tiled(t, a.dims.len(), base).map(Layout::Array),
         (Sharding::Tiled(_), _) => Err("a tiled sharding on a tuple; valid: a tuple sharding {{...}, ...}".into()),
         (Sharding::Tuple(ss), Shape::Tuple(ts)) if ss.len() == ts.len() => ss
@@ -98,7 +100,8 @@ pub fn wanted(comp: &Computation, anns: &[Option<Layout>]) -> Vec<Option<Layout>
             let ui = &comp.instructions[u];
             let got = match (&want[u], ui.opcode.as_str()) {
                 (Some(Layout::Array(d)), op)
-                    if (ELEMENTWISE.contains(&op) || is_identity(op, ui.attr("custom_call_target").map(|t| t.trim_matches('"'))))
+                    if (ELEMENTWISE.contains(&op)
+                        || is_identity(op, ui.attr("custom_call_target").map(|t| t.trim_matches('"'))))
                         && d.dims.len() == rank =>
                 {
                     Some(Layout::Array(d.clone()))
@@ -110,11 +113,16 @@ pub fn wanted(comp: &Computation, anns: &[Option<Layout>]) -> Vec<Option<Layout>
                             *slot = ax.clone();
                         }
                     }
-                    Layout::Array(Dist { dims, partial: Vec::new() })
+                    Layout::Array(Dist {
+                        dims,
+                        partial: Vec::new(),
+                    })
                 }),
-                (Some(Layout::Tuple(ls)), "tuple") => {
-                    ui.operand_ids().iter().position(|&o| o == i).and_then(|k| ls.get(k).cloned())
-                }
+                (Some(Layout::Tuple(ls)), "tuple") => ui
+                    .operand_ids()
+                    .iter()
+                    .position(|&o| o == i)
+                    .and_then(|k| ls.get(k).cloned()),
                 _ => None,
             };
             if got.is_some() {

@@ -86,7 +86,10 @@ pub fn sdy_mesh(m: &HloModule) -> Option<Vec<(String, u64)>> {
     let mut axes = Vec::new();
     for part in fa.value[start..end].split(',').filter(|p| !p.trim().is_empty()) {
         let (n, s) = part.split_once('=')?;
-        axes.push((n.trim().trim_matches(|c| c == '"' || c == '\\').to_string(), s.trim().parse().ok()?));
+        axes.push((
+            n.trim().trim_matches(|c| c == '"' || c == '\\').to_string(),
+            s.trim().parse().ok()?,
+        ));
     }
     (!axes.is_empty()).then_some(axes)
 }
@@ -162,7 +165,8 @@ pub fn partition(
     entry.root = root;
     entry.signature = None;
     out.computations[module.entry] = entry;
-    out.attrs.retain(|a| a.key != "entry_computation_layout" && a.key != "frontend_attributes");
+    out.attrs
+        .retain(|a| a.key != "entry_computation_layout" && a.key != "frontend_attributes");
     for ty in &b.adders {
         out.computations.insert(0, adder(ty));
         out.entry += 1;
@@ -173,7 +177,11 @@ pub fn partition(
     Ok(Partitioned {
         module,
         info: PartitionInfo {
-            mesh: mesh.iter().map(|(n, s)| format!("{n}={s}")).collect::<Vec<_>>().join(","),
+            mesh: mesh
+                .iter()
+                .map(|(n, s)| format!("{n}={s}"))
+                .collect::<Vec<_>>()
+                .join(","),
             inserted: b.inserted,
             warnings,
         },

@@ -6,12 +6,54 @@ use crate::hlo::ir::Instruction;
 
 /// Opcodes applied element by element (operands of the result's shape, or scalars).
 pub const ELEMENTWISE: &[&str] = &[
-    "abs", "add", "and", "atan2", "cbrt", "ceil", "clamp", "compare", "complex", "convert", "copy", "cosine",
-    "divide", "erf", "exponential", "exponential-minus-one", "floor", "imag", "is-finite", "log", "log-plus-one",
-    "logistic", "maximum", "minimum", "multiply", "negate", "not", "or", "popcnt", "power", "real",
-    "reduce-precision", "remainder", "round-nearest-afz", "round-nearest-even", "rsqrt", "select", "shift-left",
-    "shift-right-arithmetic", "shift-right-logical", "sign", "sine", "sqrt", "stochastic-convert", "subtract",
-    "tan", "tanh", "xor",
+    "abs",
+    "add",
+    "and",
+    "atan2",
+    "cbrt",
+    "ceil",
+    "clamp",
+    "compare",
+    "complex",
+    "convert",
+    "copy",
+    "cosine",
+    "divide",
+    "erf",
+    "exponential",
+    "exponential-minus-one",
+    "floor",
+    "imag",
+    "is-finite",
+    "log",
+    "log-plus-one",
+    "logistic",
+    "maximum",
+    "minimum",
+    "multiply",
+    "negate",
+    "not",
+    "or",
+    "popcnt",
+    "power",
+    "real",
+    "reduce-precision",
+    "remainder",
+    "round-nearest-afz",
+    "round-nearest-even",
+    "rsqrt",
+    "select",
+    "shift-left",
+    "shift-right-arithmetic",
+    "shift-right-logical",
+    "sign",
+    "sine",
+    "sqrt",
+    "stochastic-convert",
+    "subtract",
+    "tan",
+    "tanh",
+    "xor",
 ];
 
 /// The layout every full-rank operand of an elementwise op takes: the most finely split one (the first on a
@@ -116,7 +158,10 @@ pub fn reshape(op: &Dist, a: &[i64], b: &[i64], base: &Base) -> (Dist, Dist, boo
 pub fn reduce(op: &Dist, dims: &[i64]) -> Dist {
     let reduced = |j: usize| dims.contains(&(j as i64));
     Dist {
-        dims: (0..op.dims.len()).filter(|&j| !reduced(j)).map(|j| op.dims[j].clone()).collect(),
+        dims: (0..op.dims.len())
+            .filter(|&j| !reduced(j))
+            .map(|j| op.dims[j].clone())
+            .collect(),
         partial: (0..op.dims.len())
             .filter(|&j| reduced(j))
             .flat_map(|j| op.dims[j].clone())
@@ -158,7 +203,12 @@ pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
     let (mut ld, mut rd) = (Dist::replicated(l.dims.len()), Dist::replicated(r.dims.len()));
     ld.dims.clone_from(&l.dims);
     rd.dims.clone_from(&r.dims);
-    let pairs: Vec<(usize, usize)> = lb.iter().copied().zip(rb.iter().copied()).chain(lc.iter().copied().zip(rc.iter().copied())).collect();
+    let pairs: Vec<(usize, usize)> = lb
+        .iter()
+        .copied()
+        .zip(rb.iter().copied())
+        .chain(lc.iter().copied().zip(rc.iter().copied()))
+        .collect();
     for &(x, y) in &pairs {
         if ld.dims.get(x) != rd.dims.get(y) && x < ld.dims.len() && y < rd.dims.len() {
             if ld.dims[x].is_empty() {
@@ -168,7 +218,11 @@ pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
             }
         }
     }
-    let axes = |d: &Dist, js: &[usize]| -> Vec<usize> { js.iter().flat_map(|&j| d.dims.get(j).cloned().unwrap_or_default()).collect() };
+    let axes = |d: &Dist, js: &[usize]| -> Vec<usize> {
+        js.iter()
+            .flat_map(|&j| d.dims.get(j).cloned().unwrap_or_default())
+            .collect()
+    };
     let batch = axes(&ld, &lb);
     let (lfree, rfree) = (axes(&ld, &lf), axes(&rd, &rf));
     let contract = axes(&ld, &lc);
@@ -198,11 +252,7 @@ pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
         .collect();
     out.partial = axes(&ld, &lc);
     let _ = contract;
-    DotPlan {
-        lhs: ld,
-        rhs: rd,
-        out,
-    }
+    DotPlan { lhs: ld, rhs: rd, out }
 }
 
 #[cfg(test)]

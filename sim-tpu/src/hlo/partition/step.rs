@@ -44,8 +44,8 @@ pub fn run(comp: &Computation, anns: &[Option<Layout>], b: &mut Builder<'_>, war
         want,
         warnings,
     };
-    for i in 0..comp.instructions.len() {
-        let node = w.one(i, anns[i].as_ref());
+    for (i, ann) in anns.iter().enumerate().take(comp.instructions.len()) {
+        let node = w.one(i, ann.as_ref());
         w.nodes.push(node);
     }
     w.nodes[comp.root].idx
@@ -100,7 +100,9 @@ impl Walk<'_, '_, '_> {
                 return self.write(ins, Vec::new(), layout);
             }
             _ if is_identity(op, target) && ops.len() == 1 => match (target, ann) {
-                (Some("Sharding"), Some(Layout::Array(d))) => return self.moved(ops[0], d, &ins.name, Rule::GatherForUse),
+                (Some("Sharding"), Some(Layout::Array(d))) => {
+                    return self.moved(ops[0], d, &ins.name, Rule::GatherForUse)
+                }
                 _ => return self.nodes[ops[0]].clone(),
             },
             "constant" | "iota" | "partition-id" | "replica-id" | "after-all" => {
@@ -129,7 +131,9 @@ impl Walk<'_, '_, '_> {
                 let layout = Layout::Tuple(elems.iter().map(|n| n.layout.clone()).collect());
                 return self.write(ins, elems.iter().map(|n| n.idx).collect(), layout);
             }
-            _ if rules::ELEMENTWISE.contains(&op) && ops.first().is_some_and(|&o| self.val(o).is_some()) => self.elementwise(i, &ops),
+            _ if rules::ELEMENTWISE.contains(&op) && ops.first().is_some_and(|&o| self.val(o).is_some()) => {
+                self.elementwise(i, &ops)
+            }
             "broadcast" | "transpose" | "reshape" | "dot" | "reduce" => self.shaped(i, &ops),
             _ => self.conservative(i, &ops),
         };
@@ -221,7 +225,9 @@ impl Walk<'_, '_, '_> {
                 let out = rules::reduce(&v.dist, &dims);
                 let init = self.nodes[ops[1]].idx;
                 let node = self.write(ins, vec![v.idx, init], Layout::Array(out.clone()));
-                let reducer = ins.attr("to_apply").map(|s| s.trim().trim_start_matches('%').to_string());
+                let reducer = ins
+                    .attr("to_apply")
+                    .map(|s| s.trim().trim_start_matches('%').to_string());
                 self.finish_partial(i, node, out, reducer.as_deref())
             }
             _ => self.conservative(i, ops),
