@@ -9,9 +9,13 @@ use std::io::Read;
 use sim_tpu::hlo::partition_oracle::Record;
 
 fn main() -> Result<(), Box<dyn std::error::Error>> {
-    let path = std::env::args()
-        .nth(1)
-        .unwrap_or_else(|| concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/shard/partition/records.jsonl.gz").into());
+    let path = std::env::args().nth(1).unwrap_or_else(|| {
+        concat!(
+            env!("CARGO_MANIFEST_DIR"),
+            "/../testdata/shard/partition/records.jsonl.gz"
+        )
+        .into()
+    });
     let mut text = String::new();
     flate2::read::GzDecoder::new(&std::fs::read(&path)?[..]).read_to_string(&mut text)?;
     for line in text.lines() {
@@ -20,7 +24,13 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         let kinds = |m: &std::collections::BTreeMap<_, sim_tpu::hlo::partition_oracle::KindTotal>| {
             m.iter()
                 .map(|(k, t): (&sim_tpu::hlo::collective::CollectiveKind, _)| {
-                    format!("{}x{} {:.2}MiB g{}", t.count, k.name(), t.bytes as f64 / 1048576.0, t.group)
+                    format!(
+                        "{}x{} {:.2}MiB g{}",
+                        t.count,
+                        k.name(),
+                        t.bytes as f64 / 1048576.0,
+                        t.group
+                    )
                 })
                 .collect::<Vec<_>>()
                 .join(", ")

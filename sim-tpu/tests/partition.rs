@@ -16,12 +16,20 @@ fn run(entry: &str, devices: u64) -> Partitioned {
 
 /// (kind, bytes, group size) of each inserted collective, in program order.
 fn inserted(p: &Partitioned) -> Vec<(CollectiveKind, u64, u64)> {
-    p.info.inserted.iter().map(|c| (c.kind, c.bytes, c.group_size)).collect()
+    p.info
+        .inserted
+        .iter()
+        .map(|c| (c.kind, c.bytes, c.group_size))
+        .collect()
 }
 
 fn shape_of(p: &Partitioned, name: &str) -> String {
     let e = p.module.entry_computation();
-    e.instructions.iter().find(|i| i.name == name).map(|i| i.shape.to_string()).unwrap()
+    e.instructions
+        .iter()
+        .find(|i| i.name == name)
+        .map(|i| i.shape.to_string())
+        .unwrap()
 }
 
 #[test]
@@ -61,7 +69,10 @@ fn fsdp_gathers_weights_and_reduce_scatters_gradients() {
     assert_eq!(shape_of(&p, "y"), "f32[16,16]{1,0}");
     assert_eq!(
         inserted(&p),
-        vec![(CollectiveKind::AllGather, 2048, 4), (CollectiveKind::ReduceScatter, 2048, 4)]
+        vec![
+            (CollectiveKind::AllGather, 2048, 4),
+            (CollectiveKind::ReduceScatter, 2048, 4)
+        ]
     );
     assert_eq!(shape_of(&p, &p.info.inserted[1].name), "f32[8,16]{1,0}");
 }
@@ -116,7 +127,11 @@ fn a_transposed_device_order_is_a_collective_permute() {
     );
     assert_eq!(inserted(&p), vec![(CollectiveKind::CollectivePermute, 256, 2)]);
     let e = p.module.entry_computation();
-    let perm = e.instructions.iter().find(|i| i.opcode == "collective-permute").unwrap();
+    let perm = e
+        .instructions
+        .iter()
+        .find(|i| i.opcode == "collective-permute")
+        .unwrap();
     assert_eq!(perm.attr("source_target_pairs"), Some("{{2,1},{1,2}}"));
 }
 
@@ -147,7 +162,10 @@ fn shardings_the_slice_cannot_hold_are_errors_naming_the_instruction() {
         );
         let m = HloModule::parse(&text).unwrap();
         let e = partition(&m, 4, None, &text).unwrap_err().to_string();
-        assert!(e.contains("line 4") && e.contains("instruction `x`") && e.contains(want), "{e}");
+        assert!(
+            e.contains("line 4") && e.contains("instruction `x`") && e.contains(want),
+            "{e}"
+        );
         assert!(e.contains("valid"), "{e}");
     }
 }
