@@ -29,7 +29,12 @@ fn an_annotated_module_is_partitioned_and_says_what_it_inserted() {
     assert_eq!(of("all-reduce"), vec![4]);
     assert!(inserted.iter().all(|c| c["group_size"] == 4));
     // Every inserted collective is costed on the slice like any other.
-    let costed: Vec<&str> = v["collectives"].as_array().unwrap().iter().map(|c| c["name"].as_str().unwrap()).collect();
+    let costed: Vec<&str> = v["collectives"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|c| c["name"].as_str().unwrap())
+        .collect();
     for c in inserted {
         assert!(costed.contains(&c["name"].as_str().unwrap()), "{c}");
     }
@@ -39,7 +44,15 @@ fn an_annotated_module_is_partitioned_and_says_what_it_inserted() {
 
 #[test]
 fn a_module_without_annotations_has_no_partition_object() {
-    let v = json(&["hlo", "testdata/shard/allreduce_overlap.hlo.txt", "--chip", "v5p", "--slice", "2x2x1", "--json"]);
+    let v = json(&[
+        "hlo",
+        "testdata/shard/allreduce_overlap.hlo.txt",
+        "--chip",
+        "v5p",
+        "--slice",
+        "2x2x1",
+        "--json",
+    ]);
     assert!(v.get("partition").is_none());
 }
 
@@ -48,7 +61,11 @@ fn shardings_the_slice_cannot_hold_exit_2() {
     let dir = common::scratch_dir("hlo-partition-bad");
     for (sharding, slice, want) in [
         ("{devices=[4,1,1]<=[4]}", "2x2x1", "the array has rank 2"),
-        ("{devices=[8,1]<=[8]}", "2x2x1", "holds 8 devices but the slice (or mesh) has 4"),
+        (
+            "{devices=[8,1]<=[8]}",
+            "2x2x1",
+            "holds 8 devices but the slice (or mesh) has 4",
+        ),
         ("{devices=[4,1]<=[4]}", "2x2x2", "names 4 devices but the slice has 8"),
     ] {
         let p = dir.join(format!("bad{}.hlo", sharding.len() + slice.len()));

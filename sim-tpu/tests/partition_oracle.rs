@@ -10,7 +10,10 @@ use sim_tpu::hlo::collective::CollectiveKind;
 use sim_tpu::hlo::partition_oracle::{Comparison, KindTotal, Record};
 
 fn comparisons() -> Vec<Comparison> {
-    let p = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/shard/partition/records.jsonl.gz");
+    let p = concat!(
+        env!("CARGO_MANIFEST_DIR"),
+        "/../testdata/shard/partition/records.jsonl.gz"
+    );
     let mut text = String::new();
     flate2::read::GzDecoder::new(&std::fs::read(p).unwrap()[..])
         .read_to_string(&mut text)
@@ -25,7 +28,11 @@ fn comparisons() -> Vec<Comparison> {
 fn classes(m: &BTreeMap<CollectiveKind, KindTotal>) -> BTreeMap<CollectiveKind, (u64, u64)> {
     let mut out: BTreeMap<CollectiveKind, (u64, u64)> = BTreeMap::new();
     for (k, t) in m {
-        let k = if *k == CollectiveKind::ReduceScatter { CollectiveKind::AllReduce } else { *k };
+        let k = if *k == CollectiveKind::ReduceScatter {
+            CollectiveKind::AllReduce
+        } else {
+            *k
+        };
         let e = out.entry(k).or_default();
         e.0 += t.bytes;
         e.1 = e.1.max(t.group);
@@ -37,11 +44,20 @@ fn classes(m: &BTreeMap<CollectiveKind, KindTotal>) -> BTreeMap<CollectiveKind, 
 fn inserted_collectives_match_the_compilers() {
     let cs = comparisons();
     assert!(cs.len() >= 8, "{} records", cs.len());
-    for c in cs.iter().filter(|c| !c.case.starts_with("moe.")) {
+    // Where the compiler loops a dot over the devices' blocks with collective-permutes (windowed einsum),
+    // its module has no gathers or reductions to compare; tpusim does not model that rewrite.
+    assert!(cs.iter().filter(|c| !c.compiler_windowed).count() >= 8);
+    for c in cs
+        .iter()
+        .filter(|c| !c.case.starts_with("moe.") && !c.compiler_windowed)
+    {
         let (ours, theirs) = (classes(&c.ours), classes(&c.compiler));
         let total: u64 = theirs.values().map(|x| x.0).sum();
         for k in ours.keys().chain(theirs.keys()) {
-            let (a, b) = (ours.get(k).copied().unwrap_or_default(), theirs.get(k).copied().unwrap_or_default());
+            let (a, b) = (
+                ours.get(k).copied().unwrap_or_default(),
+                theirs.get(k).copied().unwrap_or_default(),
+            );
             // Within 10% of the compiler's collective bytes: the compiler pads a reduce-scatter's block
             // (FSDP: 17.25 MiB against 16) and adds small permutes (<1 MiB) around it.
             assert!(
@@ -60,7 +76,11 @@ fn inserted_collectives_match_the_compilers() {
     // Experts over the axis: both move tokens with all-to-alls (the compiler also all-gathers the tokens
     // for the dispatch's backward pass, where tpusim uses a third all-to-all).
     for c in cs.iter().filter(|c| c.case.starts_with("moe.")) {
-        assert!(c.ours.contains_key(&CollectiveKind::AllToAll) && c.compiler.contains_key(&CollectiveKind::AllToAll), "{}", c.case);
+        assert!(
+            c.ours.contains_key(&CollectiveKind::AllToAll) && c.compiler.contains_key(&CollectiveKind::AllToAll),
+            "{}",
+            c.case
+        );
     }
 }
 
@@ -68,11 +88,22 @@ fn inserted_collectives_match_the_compilers() {
 fn per_device_compute_and_memory_match_the_compilers() {
     for c in comparisons() {
         let err = c.compute_cycles as f64 / c.compiler_estimated_cycles as f64 - 1.0;
-        assert!(err.abs() <= 0.45, "{}: compute {err:+.3} against the compiler's estimates", c.case);
-        // Arguments to the byte; outputs within the output tuple's index table.
-        assert_eq!(c.memory.argument_size_in_bytes, c.compiler_memory.argument_size_in_bytes, "{}", c.case);
         assert!(
-            c.memory.output_size_in_bytes.abs_diff(c.compiler_memory.output_size_in_bytes) <= 1024,
+            err.abs() <= 0.45,
+            "{}: compute {err:+.3} against the compiler's estimates",
+            c.case
+        );
+        // Arguments to the byte; outputs within the output tuple's index table.
+        assert_eq!(
+            c.memory.argument_size_in_bytes, c.compiler_memory.argument_size_in_bytes,
+            "{}",
+            c.case
+        );
+        assert!(
+            c.memory
+                .output_size_in_bytes
+                .abs_diff(c.compiler_memory.output_size_in_bytes)
+                <= 1024,
             "{}",
             c.case
         );

@@ -82,6 +82,24 @@ pub struct Comparison {
     pub compiler_memory: Memory,
     /// Partitioner warnings.
     pub warnings: usize,
+    /// Whether the compiler ran collectives inside `while` loops (windowed einsums: a dot looped over the
+    /// devices' blocks with collective-permutes), which its per-device module then holds instead of gathers
+    /// and reductions.
+    pub compiler_windowed: bool,
+}
+
+/// Whether some `while` of `m` has a collective in its body.
+fn loops_collectives(m: &HloModule) -> bool {
+    m.computations.iter().flat_map(|c| &c.instructions).any(|i| {
+        i.opcode == "while"
+            && i.attr("body")
+                .and_then(|b| m.computation(b.trim().trim_start_matches('%')))
+                .is_some_and(|b| {
+                    b.instructions
+                        .iter()
+                        .any(|x| CollectiveKind::of_opcode(&x.opcode).is_some())
+                })
+    })
 }
 
 fn totals(r: &SliceReport) -> BTreeMap<CollectiveKind, KindTotal> {
@@ -114,7 +132,8 @@ impl Record {
         let slice = SliceShape::from_text(&chip.spec, shape).map_err(|e| HloError::Unsupported(e.to_string()))?;
         let pre = HloModule::parse(&self.pre_hlo)?;
         let ours = report_on_slice_partitioned(&pre, &self.pre_hlo, &chip, &slice, None)?;
-        let theirs = report_on_slice(&HloModule::parse(&self.post_hlo)?, &chip, &slice, None)?;
+        let post = HloModule::parse(&self.post_hlo)?;
+        let theirs = report_on_slice(&post, &chip, &slice, None)?;
         Ok(Comparison {
             case: self.case.clone(),
             held_out: !DESIGN_TOPOLOGIES.contains(&self.topology.as_str()),
@@ -126,6 +145,7 @@ impl Record {
             memory: memory(&ours),
             compiler_memory: self.memory.clone(),
             warnings: ours.partition.as_ref().map_or(0, |p| p.warnings.len()),
+            compiler_windowed: loops_collectives(&post),
         })
     }
 }
