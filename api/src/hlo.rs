@@ -75,9 +75,11 @@ pub fn slice(chip: &Chip, text: &str) -> crate::Result<sim_tpu::topology::SliceS
 
 pub use sim_tpu::hlo::spmd::report::SliceReport;
 
-/// The per-device program and its collectives on a slice, with an optional `--mesh` naming the devices.
+/// The per-device program and its collectives on a slice, with an optional `--mesh` naming the devices. A
+/// module annotated with `sharding={...}` is partitioned first (`text` is its source, for line numbers).
 pub fn hlo_slice_report(
     module: &HloModule,
+    text: &str,
     chip: &Chip,
     slice: &sim_tpu::topology::SliceShape,
     origin: &str,
@@ -88,7 +90,7 @@ pub fn hlo_slice_report(
         None => None,
     };
     Ok(
-        sim_tpu::hlo::spmd::report::report_on_slice(module, chip, slice, mesh.as_ref())
+        sim_tpu::hlo::spmd::report::report_on_slice_partitioned(module, text, chip, slice, mesh.as_ref())
             .with_context(|| origin.to_string())?,
     )
 }
@@ -133,12 +135,30 @@ pub fn slice_summary(r: &SliceReport, file: &str, top: usize) -> Vec<String> {
             bytes(r.device.hbm_capacity_bytes),
             if r.device.fits { "fits" } else { "DOES NOT FIT" }
         ),
+    ];
+    if let Some(p) = &r.partition {
+        let mut kinds: std::collections::BTreeMap<&str, usize> = std::collections::BTreeMap::new();
+        for c in &p.inserted {
+            *kinds.entry(c.kind.name()).or_default() += 1;
+        }
+        let kinds: Vec<String> = kinds.iter().map(|(k, n)| format!("{n} {k}")).collect();
+        out.push(format!(
+            "partitioned from its sharding annotations over mesh {}: inserted {}",
+            p.mesh,
+            if kinds.is_empty() {
+                "no collectives".to_string()
+            } else {
+                kinds.join(", ")
+            }
+        ));
+    }
+    out.extend([
         String::new(),
         format!(
             "{:<28} {:<18} {:>10} {:>6} {:>6} {:<18} {:>5} {:>10} {:>7}",
             "collective", "kind", "bytes", "group", "chips", "algorithm", "hops", "time", "share"
         ),
-    ];
+    ]);
     let mut cs: Vec<_> = r.collectives.iter().collect();
     cs.sort_by(|a, b| b.cycles.cmp(&a.cycles).then(a.start_cycle.cmp(&b.start_cycle)));
     for x in cs.iter().take(top) {

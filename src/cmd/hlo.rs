@@ -88,7 +88,7 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
     let module = tpusim_api::hlo::parse(&text, &origin)?;
     let chip = tpusim_api::hlo::chip(&args.chip, &args.set)?;
     if let Some(shape) = &args.slice {
-        return run_slice(&args, &module, &chip, shape, &origin);
+        return run_slice(&args, &module, &text, &chip, shape, &origin);
     }
     let r = tpusim_api::hlo::hlo_report(&module, &chip, &origin)?;
     if let Some(path) = &args.trace {
@@ -185,12 +185,13 @@ pub fn run(args: Args) -> anyhow::Result<u8> {
 fn run_slice(
     args: &Args,
     module: &tpusim_api::hlo::HloModule,
+    text: &str,
     chip: &tpusim_api::hlo::Chip,
     shape: &str,
     origin: &str,
 ) -> anyhow::Result<u8> {
     let slice = tpusim_api::hlo::slice(chip, shape)?;
-    let r = tpusim_api::hlo::hlo_slice_report(module, chip, &slice, origin, args.mesh.as_deref())?;
+    let r = tpusim_api::hlo::hlo_slice_report(module, text, chip, &slice, origin, args.mesh.as_deref())?;
     if let Some(path) = &args.trace {
         let trace = tpusim_api::hlo::slice_trace(&r);
         write_atomic(path, serde_json::to_string(&trace)?).with_context(|| format!("writing {}", path.display()))?;

@@ -30,6 +30,8 @@ pub mod loops;
 mod matvec;
 pub mod ops;
 pub mod parse;
+pub mod partition;
+pub mod partition_oracle;
 mod prefetch;
 mod relayout;
 mod report;

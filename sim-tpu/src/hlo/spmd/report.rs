@@ -1,6 +1,7 @@
 //! `tpusim hlo --slice`: the per-device report without the collectives' kernels, plus the slice, each
 //! collective and the step.
 
+use super::super::partition::{self, PartitionInfo};
 use super::super::{cost_module, report_from_cost, HloError, HloModule, HloReport};
 use super::mesh::Mesh;
 use super::{cost_on_slice, CollectiveCost, SliceInfo, StepCost};
@@ -20,6 +21,8 @@ pub struct SliceReport {
     pub collectives: Vec<CollectiveCost>,
     /// The step.
     pub step: StepCost,
+    /// When the module was annotated: what the partitioner inserted and warned of.
+    pub partition: Option<PartitionInfo>,
 }
 
 impl serde::Serialize for SliceReport {
@@ -32,6 +35,9 @@ impl serde::Serialize for SliceReport {
         m.insert("slice".into(), v(&self.slice)?);
         m.insert("collectives".into(), v(&self.collectives)?);
         m.insert("step".into(), v(&self.step)?);
+        if let Some(p) = &self.partition {
+            m.insert("partition".into(), v(p)?);
+        }
         m.serialize(s)
     }
 }
@@ -89,7 +95,28 @@ pub fn report_on_slice(
         slice: sc.slice,
         collectives: sc.collectives,
         step: sc.step,
+        partition: None,
     })
+}
+
+/// [`report_on_slice`] of the module, partitioned first when it carries `sharding={...}` annotations
+/// ([`partition::is_annotated`]); `text` is its source, for line numbers.
+pub fn report_on_slice_partitioned(
+    module: &HloModule,
+    text: &str,
+    chip: &Chip,
+    slice: &SliceShape,
+    mesh: Option<&Mesh>,
+) -> Result<SliceReport, HloError> {
+    if !partition::is_annotated(module) {
+        return report_on_slice(module, chip, slice, mesh);
+    }
+    let devices = slice.chips().saturating_mul(u64::from(super::devices_per_chip(chip)));
+    let p = partition::partition(module, devices, mesh.map(|m| m.axes.as_slice()), text)?;
+    let mut r = report_on_slice(&p.module, chip, slice, mesh)?;
+    r.device.warnings.extend(p.info.warnings.iter().cloned());
+    r.partition = Some(p.info);
+    Ok(r)
 }
 
 impl SliceReport {

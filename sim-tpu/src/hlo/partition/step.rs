@@ -1,0 +1,294 @@
+//! The walk over the entry computation: each instruction's operands moved to the layouts its rule needs, the
+//! instruction written with per-device shapes, its result moved to its annotation.
+
+use sim_core::layout::Shape;
+
+use super::axes::Dist;
+use super::build::{global_dims, with_dims, Builder, Rule, Val};
+use super::layout::{is_identity, wanted, Layout};
+use super::rules;
+use crate::hlo::ir::{Computation, Instruction, Operands};
+
+/// A value of the annotated computation: where it is in the per-device one, and its layout.
+#[derive(Clone, Debug)]
+struct Node {
+    idx: usize,
+    layout: Layout,
+}
+
+fn local_shape(b: &Builder<'_>, shape: &Shape, layout: &Layout) -> Shape {
+    match (shape, layout) {
+        (Shape::Array(_), Layout::Array(d)) => with_dims(shape, &d.local(b.base, &global_dims(shape))),
+        (Shape::Tuple(ts), Layout::Tuple(ls)) => {
+            Shape::Tuple(ts.iter().zip(ls).map(|(t, l)| local_shape(b, t, l)).collect())
+        }
+        _ => shape.clone(),
+    }
+}
+
+struct Walk<'c, 'b, 'a> {
+    comp: &'c Computation,
+    b: &'b mut Builder<'a>,
+    nodes: Vec<Node>,
+    want: Vec<Option<Layout>>,
+    warnings: &'b mut Vec<String>,
+}
+
+/// Writes the per-device entry into `b`; returns the index of its root.
+pub fn run(comp: &Computation, anns: &[Option<Layout>], b: &mut Builder<'_>, warnings: &mut Vec<String>) -> usize {
+    let want = wanted(comp, anns);
+    let mut w = Walk {
+        comp,
+        b,
+        nodes: Vec::with_capacity(comp.instructions.len()),
+        want,
+        warnings,
+    };
+    for (i, ann) in anns.iter().enumerate().take(comp.instructions.len()) {
+        let node = w.one(i, ann.as_ref());
+        w.nodes.push(node);
+    }
+    w.nodes[comp.root].idx
+}
+
+impl Walk<'_, '_, '_> {
+    fn val(&self, o: usize) -> Option<Val> {
+        let n = &self.nodes[o];
+        n.layout.dist().map(|d| Val {
+            idx: n.idx,
+            dist: d.clone(),
+            shape: self.comp.instructions[o].shape.clone(),
+        })
+    }
+
+    /// Operand `o` moved to `to` (arrays only; others as they are).
+    fn moved(&mut self, o: usize, to: &Dist, name: &str, rule: Rule) -> Node {
+        match self.val(o) {
+            Some(v) => {
+                let v = self.b.reshard(&v, to, name, rule);
+                Node {
+                    idx: v.idx,
+                    layout: Layout::Array(v.dist),
+                }
+            }
+            None => self.nodes[o].clone(),
+        }
+    }
+
+    /// Writes `ins` over new operands with a per-device shape for `layout`.
+    fn write(&mut self, ins: &Instruction, operands: Vec<usize>, layout: Layout) -> Node {
+        let shape = local_shape(self.b, &ins.shape, &layout);
+        let mut copy = ins.clone();
+        copy.shape = shape;
+        if let Operands::Refs(_) = copy.operands {
+            copy.operands = Operands::Refs(operands);
+        }
+        copy.attrs
+            .retain(|a| a.key != "sharding" && a.key != "frontend_attributes" && a.key != "metadata");
+        let idx = self.b.push(copy);
+        Node { idx, layout }
+    }
+
+    fn one(&mut self, i: usize, ann: Option<&Layout>) -> Node {
+        let ins = &self.comp.instructions[i];
+        let ops: Vec<usize> = ins.operand_ids().to_vec();
+        let target = ins.attr("custom_call_target").map(|t| t.trim_matches('"'));
+        let op = ins.opcode.as_str();
+        let node = match op {
+            "parameter" => {
+                let layout = ann.cloned().unwrap_or_else(|| Layout::replicated(&ins.shape));
+                return self.write(ins, Vec::new(), layout);
+            }
+            _ if is_identity(op, target) && ops.len() == 1 => match (target, ann) {
+                (Some("Sharding"), Some(Layout::Array(d))) => {
+                    return self.moved(ops[0], d, &ins.name, Rule::GatherForUse)
+                }
+                _ => return self.nodes[ops[0]].clone(),
+            },
+            "constant" | "iota" | "partition-id" | "replica-id" | "after-all" => {
+                self.write(ins, ops.clone(), Layout::replicated(&ins.shape))
+            }
+            "get-tuple-element" => {
+                let layout = match (&self.nodes[ops[0]].layout, ins.tuple_index()) {
+                    (Layout::Tuple(ls), Some(k)) if k < ls.len() => ls[k].clone(),
+                    _ => Layout::replicated(&ins.shape),
+                };
+                let from = self.nodes[ops[0]].idx;
+                self.write(ins, vec![from], layout)
+            }
+            "tuple" => {
+                let elems: Vec<Node> = match ann {
+                    Some(Layout::Tuple(ls)) if ls.len() == ops.len() => ops
+                        .iter()
+                        .zip(ls)
+                        .map(|(&o, l)| match l {
+                            Layout::Array(d) => self.moved(o, d, &ins.name, Rule::GatherForUse),
+                            _ => self.nodes[o].clone(),
+                        })
+                        .collect(),
+                    _ => ops.iter().map(|&o| self.nodes[o].clone()).collect(),
+                };
+                let layout = Layout::Tuple(elems.iter().map(|n| n.layout.clone()).collect());
+                return self.write(ins, elems.iter().map(|n| n.idx).collect(), layout);
+            }
+            _ if rules::ELEMENTWISE.contains(&op) && ops.first().is_some_and(|&o| self.val(o).is_some()) => {
+                self.elementwise(i, &ops)
+            }
+            "broadcast" | "transpose" | "reshape" | "dot" | "reduce" => self.shaped(i, &ops),
+            _ => self.conservative(i, &ops),
+        };
+        // An annotated result is moved to its annotation.
+        match (ann, node.layout.dist()) {
+            (Some(Layout::Array(d)), Some(cur)) if cur != d => {
+                let v = Val {
+                    idx: node.idx,
+                    dist: cur.clone(),
+                    shape: ins.shape.clone(),
+                };
+                let v = self.b.reshard(&v, d, &ins.name, Rule::GatherForUse);
+                Node {
+                    idx: v.idx,
+                    layout: Layout::Array(v.dist),
+                }
+            }
+            _ => node,
+        }
+    }
+
+    fn elementwise(&mut self, i: usize, ops: &[usize]) -> Node {
+        let ins = &self.comp.instructions[i];
+        let rank = global_dims(&ins.shape).len();
+        let full: Vec<Dist> = ops
+            .iter()
+            .filter_map(|&o| self.val(o))
+            .filter(|v| v.dist.dims.len() == rank)
+            .map(|v| v.dist)
+            .collect();
+        let target = if full.is_empty() {
+            Dist::replicated(rank)
+        } else {
+            rules::elementwise(&full.iter().collect::<Vec<_>>(), self.b.base)
+        };
+        let mut new_ops = Vec::new();
+        for &o in ops {
+            let n = match self.val(o) {
+                Some(v) if v.dist.dims.len() == rank => self.moved(o, &target, &ins.name, Rule::GatherForUse),
+                Some(v) if !v.dist.partial.is_empty() => {
+                    let r = Dist::replicated(v.dist.dims.len());
+                    self.moved(o, &r, &ins.name, Rule::PartialSums)
+                }
+                _ => self.nodes[o].clone(),
+            };
+            new_ops.push(n.idx);
+        }
+        self.write(ins, new_ops, Layout::Array(target))
+    }
+
+    /// Broadcast, transpose, reshape, dot and reduce (single result).
+    fn shaped(&mut self, i: usize, ops: &[usize]) -> Node {
+        let ins = &self.comp.instructions[i];
+        let Some(mut v) = self.val(ops[0]) else {
+            return self.conservative(i, ops);
+        };
+        if !v.dist.partial.is_empty() {
+            let mut to = v.dist.clone();
+            to.partial.clear();
+            v = self.b.reshard(&v, &to, &ins.name, Rule::PartialSums);
+        }
+        let out_rank = global_dims(&ins.shape).len();
+        match ins.opcode.as_str() {
+            "broadcast" => {
+                let map = ins.int_list("dimensions").unwrap_or_default();
+                let out = rules::broadcast(&v.dist, &map, out_rank);
+                self.write(ins, vec![v.idx], Layout::Array(out))
+            }
+            "transpose" => {
+                let perm = ins.int_list("dimensions").unwrap_or_default();
+                self.write(ins, vec![v.idx], Layout::Array(rules::transpose(&v.dist, &perm)))
+            }
+            "reshape" => {
+                let (a, bdims) = (global_dims(&v.shape), global_dims(&ins.shape));
+                let (target, out, clean) = rules::reshape(&v.dist, &a, &bdims, self.b.base);
+                if !clean {
+                    self.warnings.push(format!(
+                        "instruction `{}` (reshape): a split dim does not map cleanly to {}; that split is \
+                         all-gathered before the reshape",
+                        ins.name, ins.shape
+                    ));
+                }
+                let v = self.b.reshard(&v, &target, &ins.name, Rule::Conservative);
+                self.write(ins, vec![v.idx], Layout::Array(out))
+            }
+            "dot" if ops.len() == 2 => self.dot(i, v, ops),
+            "reduce" if ops.len() == 2 && matches!(ins.shape, Shape::Array(_)) => {
+                let dims = ins.int_list("dimensions").unwrap_or_default();
+                let out = rules::reduce(&v.dist, &dims);
+                let init = self.nodes[ops[1]].idx;
+                let node = self.write(ins, vec![v.idx, init], Layout::Array(out.clone()));
+                let reducer = ins
+                    .attr("to_apply")
+                    .map(|s| s.trim().trim_start_matches('%').to_string());
+                self.finish_partial(i, node, out, reducer.as_deref())
+            }
+            _ => self.conservative(i, ops),
+        }
+    }
+
+    fn dot(&mut self, i: usize, l: Val, ops: &[usize]) -> Node {
+        let ins = &self.comp.instructions[i];
+        let Some(rv) = self.val(ops[1]) else {
+            return self.conservative(i, ops);
+        };
+        let size = |v: &Val| global_dims(&v.shape).iter().product::<i64>();
+        let plan = rules::dot(ins, &l.dist, &rv.dist, size(&l) >= size(&rv));
+        let lv = self.b.reshard(&l, &plan.lhs, &ins.name, Rule::GatherForUse);
+        let rv = self.b.reshard(&rv, &plan.rhs, &ins.name, Rule::GatherForUse);
+        let node = self.write(ins, vec![lv.idx, rv.idx], Layout::Array(plan.out.clone()));
+        self.finish_partial(i, node, plan.out, None)
+    }
+
+    /// Sums a result's partial sums (reduce-scatter when its users want it split so).
+    fn finish_partial(&mut self, i: usize, node: Node, out: Dist, reducer: Option<&str>) -> Node {
+        if out.partial.is_empty() {
+            return node;
+        }
+        let ins = &self.comp.instructions[i];
+        let want = self.want[i].as_ref().and_then(Layout::dist).cloned();
+        let v = Val {
+            idx: node.idx,
+            dist: out,
+            shape: ins.shape.clone(),
+        };
+        let v = self.b.resolve(&v, want.as_ref(), reducer, &ins.name);
+        Node {
+            idx: v.idx,
+            layout: Layout::Array(v.dist),
+        }
+    }
+
+    /// The conservative rule: split operands gathered whole, the instruction run on every device.
+    fn conservative(&mut self, i: usize, ops: &[usize]) -> Node {
+        let ins = &self.comp.instructions[i];
+        let mut new_ops = Vec::new();
+        let mut gathered = false;
+        for &o in ops {
+            let n = match self.val(o) {
+                Some(v) if !v.dist.is_replicated() => {
+                    gathered = true;
+                    let r = Dist::replicated(v.dist.dims.len());
+                    self.moved(o, &r, &ins.name, Rule::Conservative)
+                }
+                _ => self.nodes[o].clone(),
+            };
+            new_ops.push(n.idx);
+        }
+        if gathered {
+            self.warnings.push(format!(
+                "instruction `{}` ({}) is outside the partitioner's patterns: its split operands are all-gathered \
+                 whole and it runs on every device",
+                ins.name, ins.opcode
+            ));
+        }
+        self.write(ins, new_ops, Layout::replicated(&ins.shape))
+    }
+}
