@@ -370,22 +370,7 @@ pub fn all_reduce_lanes(
     let worst = all_reduce_lanes_per_axis(axes, bytes, link_bytes_per_s, lanes);
     CollectiveTime {
         bandwidth_ps: worst.into_iter().max().unwrap_or(0),
-        latency_hops: axes
-            .iter()
-            .filter(|r| r.k > 1)
-            .map(|r| 2 * ring_steps(r, lanes(r)) * r.stride)
-            .sum(),
-    }
-}
-
-/// Steps of one phase (reduce-scatter or all-gather) of a ring all-reduce: a bidirectional ring sends each
-/// chunk half way round from both sides at once ("pincer"), k/2 steps, as the scaling book's bidirectional
-/// AllGather takes |X|/2 hops; one direction (a line's folded ring, a single pair) takes k - 1.
-fn ring_steps(r: &Ring, lanes: u128) -> u64 {
-    if r.wrap && lanes == 2 {
-        r.k / 2
-    } else {
-        r.k - 1
+        latency_hops: axes.iter().filter(|r| r.k > 1).map(|r| 2 * (r.k - 1) * r.stride).sum(),
     }
 }
 
@@ -566,7 +551,7 @@ mod tests {
     fn v4_all_reduce_over_one_device_per_chip_is_one_ring() {
         // v4 2x2x2, two devices per chip. Devices 0, 2, .., 14 take one device of each of the 8 chips: one
         // bidirectional ring through them moves 2 x V x 7/8 over 2 lanes of each link: 7/8 x 8 MB / 45 GB/s
-        // = 155.555 us; 2 phases x 8/2 steps (each chunk goes half way round from both sides).
+        // = 155.555 us; 2 phases x 7 ring steps.
         let map = groups::DeviceMap {
             slice: SliceShape::for_chip(&v4(), 8, None).unwrap(),
             devices_per_chip: 2,
@@ -575,19 +560,19 @@ mod tests {
         let cost = |p: groups::Pattern, g: &[u32]| map.cost(&p, &[g.to_vec()], 45_000_000_000).unwrap();
         let ar = cost(groups::Pattern::AllReduce { bytes: 8_000_000 }, &one_per_chip);
         assert_eq!(ar.algorithm, groups::Algorithm::OneRing);
-        assert_eq!((ar.time.bandwidth_ps, ar.time.latency_hops), (155_555_555, 8));
+        assert_eq!((ar.time.bandwidth_ps, ar.time.latency_hops), (155_555_555, 14));
         // Every device of the 8 chips: rings along the three dimensions at once. Each is a 2-chip ring (two
         // links each way) whose axis sees V/3 (1 + 1/2 + 1/4) = 7/12 V moved 2 x 1/2 over 2 lanes: 7/24 V / B
-        // = 51.851 us; 2 phases x 2/2 steps on each of the 3 dimensions.
+        // = 51.851 us; 2 phases x 1 step on each of the 3 dimensions.
         let all: Vec<u32> = (0..16).collect();
         let nd = cost(groups::Pattern::AllReduce { bytes: 8_000_000 }, &all);
         assert_eq!(nd.algorithm, groups::Algorithm::ThreeD);
         assert_eq!((nd.time.bandwidth_ps, nd.time.latency_hops), (51_851_851, 6));
         // The run's whole-slice all-reduce is the latter.
         assert_eq!(map.slice.all_reduce(8_000_000, 45_000_000_000).latency_hops, 6);
-        // An all-gather of 8 MB over the 8 chips is half the one ring: 77.777 us, 4 steps.
+        // An all-gather of 8 MB over the 8 chips is half the one ring: 77.777 us, 7 steps.
         let ag = cost(groups::Pattern::Gather { bytes: 8_000_000 }, &one_per_chip);
-        assert_eq!((ag.time.bandwidth_ps, ag.time.latency_hops), (77_777_777, 4));
+        assert_eq!((ag.time.bandwidth_ps, ag.time.latency_hops), (77_777_777, 7));
     }
 
     #[test]
@@ -604,7 +589,6 @@ mod tests {
         let s = SliceShape::for_chip(&v4(), 64, None).unwrap();
         let t = s.all_reduce(6_400_000, 45_000_000_000);
         assert_eq!(t.bandwidth_ps, 46_666_666);
-        // Each 4-ring is bidirectional: 2 phases x 4/2 steps, three dimensions one after another.
-        assert_eq!(t.latency_hops, 12);
+        assert_eq!(t.latency_hops, 18);
     }
 }
