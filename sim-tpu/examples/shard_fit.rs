@@ -76,5 +76,29 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
             p * 100.0
         );
     }
+    published()
+}
+
+/// The published measurements (`testdata/shard/published.json`) against the model, bandwidth and latency.
+fn published() -> Result<(), Box<dyn std::error::Error>> {
+    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/shard/published.json");
+    let file = sim_tpu::hlo::spmd::published::parse(&std::fs::read_to_string(path)?)?;
+    println!(
+        "\n{:<40} {:>10} {:>10} {:>10} {:>7} role",
+        "published", "measured", "model", "latency", "ratio"
+    );
+    for p in &file.points {
+        let chip = Chip::preset(&p.chip)?;
+        let m = p.predict(&chip)?;
+        println!(
+            "{:<40} {:>10.1} {:>10.1} {:>10.1} {:>7.2} {:?}",
+            p.id,
+            p.measured_us,
+            m.total_us(),
+            m.latency_us,
+            p.measured_us / m.total_us(),
+            p.role
+        );
+    }
     Ok(())
 }

@@ -34,6 +34,7 @@ from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 TOPOLOGIES = ["v5p:2x2x1", "v5p:2x2x2", "v5p:2x2x4", "v5p:4x4x4", "v4:2x2x2", "v4:4x4x4", "v5e:2x2", "v5e:4x4",
               "v6e:2x2", "v6e:4x4", "v6e:16x16", "tpu7x:2x2x1", "tpu7x:2x2x2"]
 KINDS = ["all-reduce", "all-gather", "reduce-scatter", "all-to-all", "collective-permute"]
+TWO_DEVICE_CHIPS = ["v4", "tpu7x"]
 SIZES = [1 << 14, 1 << 16, 1 << 18, 1 << 20, 1 << 22, 1 << 24, 1 << 26, 1 << 28]  # bytes per device
 
 
@@ -160,6 +161,11 @@ def cases(topologies):
             for g in groups:
                 for size in SIZES:
                     out.append((t, kind, g, size))
+        # On chips of two devices, an all-reduce over every device (z, y, x and the core axis c) is emitted
+        # differently from one over one device per chip (z, y, x): both are recorded.
+        if t.split(":")[0] in TWO_DEVICE_CHIPS and len(names) > 1:
+            for size in SIZES:
+                out.append((t, "all-reduce", ["z", "y", "x", "c"], size))
     random.Random(29).shuffle(out)
     return out
 

@@ -53,6 +53,14 @@ impl CollectiveKind {
             .is_some_and(|b| CollectiveKind::of_opcode(b).is_some())
     }
 
+    /// Whether an opcode's result takes over its operands' buffers when they are not read afterwards: an
+    /// all-reduce (sync or `-start`) reduces in place, and a `-done` hands on its `-start`'s buffer. (The
+    /// compiler's per-device `memory_analysis()` of the sharded programs in `testdata/shard/models/` counts
+    /// one buffer for the gradient all-reduce's operands and results.)
+    pub fn reuses_operand_buffers(opcode: &str) -> bool {
+        matches!(opcode, "all-reduce" | "all-reduce-start") || CollectiveKind::is_done(opcode)
+    }
+
     /// The opcode's text.
     pub fn name(self) -> &'static str {
         match self {

@@ -801,12 +801,17 @@ fn place_buffers(
     // (start, end, bytes, node, on-chip allowed) in kernel order.
     let mut buffers = Vec::new();
     for (t, k) in kernels.iter().enumerate() {
+        let takes_over = takes_over_operands(g, k, t, &last_use, &outputs);
         for &o in &k.outputs {
             if outputs.contains(&o) {
                 continue;
             }
             let end = last_use.get(&o).copied().unwrap_or(t).max(t);
-            buffers.push((t, end, bytes(o)?, o, eligible(k)));
+            // A result in its operands' buffers is not a second buffer where they end.
+            if takes_over && end == t {
+                continue;
+            }
+            buffers.push((if takes_over { t + 1 } else { t }, end, bytes(o)?, o, eligible(k)));
         }
     }
     let mut hbm = vec![0i128; kernels.len() + 1];
@@ -831,6 +836,24 @@ fn place_buffers(
         peak = peak.max(live);
     }
     Ok((peak.max(0) as u64, in_vmem))
+}
+
+/// Whether kernel `k` (at `t`) is a collective whose result takes over its operands' buffers
+/// ([`CollectiveKind::reuses_operand_buffers`]): every operand is another kernel's temporary, last read here.
+fn takes_over_operands(
+    g: &Graph<'_>,
+    k: &Group,
+    t: usize,
+    last_use: &HashMap<usize, usize>,
+    outputs: &BTreeSet<usize>,
+) -> bool {
+    super::collective::CollectiveKind::reuses_operand_buffers(&g.nodes[k.anchor].ins.opcode)
+        && !k.inputs.is_empty()
+        && k.inputs.iter().all(|i| {
+            last_use.get(i) == Some(&t)
+                && !outputs.contains(i)
+                && !matches!(g.nodes[*i].ins.opcode.as_str(), "parameter" | "constant")
+        })
 }
 
 /// Whether an f32 value reaches only matmuls (through elementwise and data-movement ops): the compiler's dots

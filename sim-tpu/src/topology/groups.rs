@@ -61,6 +61,9 @@ pub enum Algorithm {
     TwoD,
     /// Rings along three dimensions at once, three rotated chunks.
     ThreeD,
+    /// One bidirectional ring through every chip of a group spanning several dimensions (an all-gather
+    /// over more than a 2x2 grid; an all-reduce over one device of each two-device chip).
+    OneRing,
     /// Point-to-point messages routed dimension by dimension (permutes, and groups that form no grid).
     Routed,
     /// A group whose chips form no grid: the conservative line (see the module doc).
@@ -207,8 +210,26 @@ impl DeviceMap {
         // (`UniDirection1DRingStrategy`), any other uses both directions of every link (rings, and lines as
         // folded rings).
         let single_pair = rings.len() == 1 && rings[0].k == 2;
+        let through_all = Ring {
+            k: n_chips,
+            wrap: true,
+            stride: 1,
+        };
+        // Where a chip holds two devices (v4), an all-reduce over several dimensions that takes one device of
+        // each chip runs as one ring through the group (`RotatedPincerEmitter/StrategyRing`, priced as one
+        // ring's bytes per link); over every device of its chips it runs on every dimension at once
+        // (`UniDirectionNDRingStrategy`, priced at a third on a 3D group). `tools/shard-probe/`.
+        let one_ring = rings.len() > 1
+            && match reduce {
+                2 => per_chip < u64::from(self.devices_per_chip),
+                1 => n_chips > 4,
+                _ => false,
+            };
         let mut time = match reduce {
             0 => all_to_all_routed(&rings, bytes, link_bytes_per_s, true),
+            // The one ring above, and an all-gather over several dimensions but a 2x2 grid (the compiler's
+            // `1DAllGatherNonMajorDim`): one bidirectional ring through all the group's chips.
+            _ if one_ring => all_reduce_lanes(&[through_all], bytes, link_bytes_per_s, &|_: &Ring| 2),
             2 => all_reduce_lanes(&rings, bytes, link_bytes_per_s, &|_: &Ring| {
                 if single_pair {
                     1
@@ -216,18 +237,6 @@ impl DeviceMap {
                     2
                 }
             }),
-            // An all-gather over several dimensions (but a 2x2 grid) runs as one bidirectional ring through
-            // all the group's chips (the compiler's `1DAllGatherNonMajorDim`); lines are folded rings.
-            _ if rings.len() > 1 && n_chips > 4 => all_reduce_lanes(
-                &[Ring {
-                    k: n_chips,
-                    wrap: true,
-                    stride: 1,
-                }],
-                bytes,
-                link_bytes_per_s,
-                &|_: &Ring| 2,
-            ),
             _ => all_reduce_lanes(&rings, bytes, link_bytes_per_s, &|_: &Ring| 2),
         };
         if reduce == 1 {
@@ -236,6 +245,7 @@ impl DeviceMap {
             time.latency_hops /= 2;
         }
         let algorithm = match rings.as_slice() {
+            _ if one_ring => Algorithm::OneRing,
             [r] if r.wrap => Algorithm::BidirectionalRing,
             [_] => Algorithm::Line,
             [_, _] => Algorithm::TwoD,

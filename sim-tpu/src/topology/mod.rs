@@ -275,7 +275,9 @@ impl SliceShape {
     /// (a bidirectional ring where the dimension wraps, a line at half that rate where it does not),
     /// the data split into one chunk per dimension, each chunk taking the dimensions in its own
     /// rotated order so every dimension works at once; the slowest dimension sets the time. Hops: the
-    /// ring steps of every dimension, one after another.
+    /// ring steps of every dimension, one after another. Every device of every chip takes part (a
+    /// data-parallel gradient all-reduce), which the compiler runs on every dimension at once even where
+    /// a group of one device per chip runs as one ring (`groups::DeviceMap::cost`).
     pub fn all_reduce(&self, bytes: u64, link_bytes_per_s: u64) -> CollectiveTime {
         let axes: Vec<Ring> = self.axes().map(|(k, wrap)| Ring { k, wrap, stride: 1 }).collect();
         all_reduce_on(&axes, bytes, link_bytes_per_s)
@@ -543,6 +545,34 @@ mod tests {
         // One chip: nothing crosses ICI.
         let one = SliceShape::for_chip(&v4(), 1, None).unwrap();
         assert_eq!(one.all_to_all(1 << 20, 1).bandwidth_ps, 0);
+    }
+
+    #[test]
+    fn v4_all_reduce_over_one_device_per_chip_is_one_ring() {
+        // v4 2x2x2, two devices per chip. Devices 0, 2, .., 14 take one device of each of the 8 chips: one
+        // bidirectional ring through them moves 2 x V x 7/8 over 2 lanes of each link: 7/8 x 8 MB / 45 GB/s
+        // = 155.555 us; 2 phases x 7 ring steps.
+        let map = groups::DeviceMap {
+            slice: SliceShape::for_chip(&v4(), 8, None).unwrap(),
+            devices_per_chip: 2,
+        };
+        let one_per_chip: Vec<u32> = (0..8).map(|c| 2 * c).collect();
+        let cost = |p: groups::Pattern, g: &[u32]| map.cost(&p, &[g.to_vec()], 45_000_000_000).unwrap();
+        let ar = cost(groups::Pattern::AllReduce { bytes: 8_000_000 }, &one_per_chip);
+        assert_eq!(ar.algorithm, groups::Algorithm::OneRing);
+        assert_eq!((ar.time.bandwidth_ps, ar.time.latency_hops), (155_555_555, 14));
+        // Every device of the 8 chips: rings along the three dimensions at once. Each is a 2-chip ring (two
+        // links each way) whose axis sees V/3 (1 + 1/2 + 1/4) = 7/12 V moved 2 x 1/2 over 2 lanes: 7/24 V / B
+        // = 51.851 us; 2 phases x 1 step on each of the 3 dimensions.
+        let all: Vec<u32> = (0..16).collect();
+        let nd = cost(groups::Pattern::AllReduce { bytes: 8_000_000 }, &all);
+        assert_eq!(nd.algorithm, groups::Algorithm::ThreeD);
+        assert_eq!((nd.time.bandwidth_ps, nd.time.latency_hops), (51_851_851, 6));
+        // The run's whole-slice all-reduce is the latter.
+        assert_eq!(map.slice.all_reduce(8_000_000, 45_000_000_000).latency_hops, 6);
+        // An all-gather of 8 MB over the 8 chips is half the one ring: 77.777 us, 7 steps.
+        let ag = cost(groups::Pattern::Gather { bytes: 8_000_000 }, &one_per_chip);
+        assert_eq!((ag.time.bandwidth_ps, ag.time.latency_hops), (77_777_777, 7));
     }
 
     #[test]

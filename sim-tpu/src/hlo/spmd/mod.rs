@@ -9,6 +9,7 @@
 
 pub mod mesh;
 pub mod oracle;
+pub mod published;
 pub mod report;
 pub mod schedule;
 
