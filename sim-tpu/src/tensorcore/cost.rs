@@ -383,7 +383,8 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
                         + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
-                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
+                let widen = if w.dtype.bits() == 8 { p.mm_8bit_widen * w1 * tbf / in_b / 1024.0 } else { 0.0 };
+                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64 + widen;
                 // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
                 // does not change between consecutive iterations is not fetched again.
                 let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
