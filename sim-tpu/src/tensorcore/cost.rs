@@ -122,6 +122,7 @@ fn vpu_rates(p: &TcParams, class: VpuClass, elem_bytes: u64) -> (f64, f64) {
         ),
         VpuClass::Transpose => (p.relayout, p.transpose_stream),
         VpuClass::ConvInputCopy => (p.conv_input_copy, p.conv_input_copy),
+        VpuClass::ConvInputRelayout => (p.conv_input_relayout, p.conv_input_relayout),
         VpuClass::Relayout => (p.relayout, p.relayout),
         VpuClass::Concat => (p.concat_resident, p.concat_stream),
         VpuClass::Matvec => {

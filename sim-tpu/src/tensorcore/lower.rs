@@ -29,6 +29,8 @@ pub enum VpuClass {
     Outer,
     /// Relayout of a convolution input with very few channels into the lane-dense layout the MXU kernel reads.
     ConvInputCopy,
+    /// Relayout of a wider convolution input whose entry layout is not channel-minor into (H, W, N, C).
+    ConvInputRelayout,
 }
 
 /// The work of one kernel.
@@ -334,11 +336,20 @@ fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option
         return None;
     }
     let copy_t = if dtype == Dtype::Float32 { Dtype::Bfloat16 } else { dtype };
-    let elements = h * w * nb.div_ceil(8) * 8 * cin.div_ceil(128) * 128;
+    // Fewer than 8 channels: a lane-dense (N, H, W, 128) measure (the op sample's stems, whose copies put N
+    // minor, O01220); wider: (H, W, N, C) with N on sublanes, as C25.conv2d_nhwc.000/002/003 write it.
+    let (class, elements) = if cin < 8 {
+        (VpuClass::ConvInputCopy, tpu_padded(dtype, &[nb, h, w, 128]).elements())
+    } else {
+        (
+            VpuClass::ConvInputRelayout,
+            h * w * nb.div_ceil(8) * 8 * cin.div_ceil(128) * 128,
+        )
+    };
     Some(Kernel {
         name: "copy",
         work: Work::Vpu {
-            class: VpuClass::ConvInputCopy,
+            class,
             blocks: elements as f64 / VREG_ELEMENTS as f64,
             elem_bytes: dtype.bytes(),
         },
