@@ -128,7 +128,9 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
         },
     };
     if write && !matches!(split, Split::Random { .. }) {
-        return Err("--write takes a random split only (the embedded constants are fitted on the random fit part)".into());
+        return Err(
+            "--write takes a random split only (the embedded constants are fitted on the random fit part)".into(),
+        );
     }
     // The reference sample and the corpus's op records (skinny and decode matmuls, stride-2 convolutions).
     let mut records = Vec::new();
@@ -214,7 +216,13 @@ fn split_report(
         .filter(|c| checked.contains(&(c.record.id.clone(), c.record.chip.clone())))
         .cloned()
         .collect();
-    let source = |c: &Comparison| if corpus_ids.contains(&c.record.id) { "corpus" } else { "sample" };
+    let source = |c: &Comparison| {
+        if corpus_ids.contains(&c.record.id) {
+            "corpus"
+        } else {
+            "sample"
+        }
+    };
     let by = grouped(&held, |c| format!("{}|{}", c.record.chip, source(c)));
     let by_chip = grouped(&held, |c| c.record.chip.clone());
     let mut s = format!(

@@ -140,3 +140,18 @@ fn v4_widens_8bit_weights_on_the_vpu() {
     assert!(int8 as f64 > 1.3 * bf16 as f64, "int8 {int8} vs bf16 {bf16}");
     assert!(error(int8, 30_403) < 0.5, "pred {int8} vs compiler 30,403");
 }
+
+#[test]
+fn an_operand_of_exactly_the_prefetch_budget_is_not_prefetched() {
+    // tpu7x's budget is 32 MiB (64 MiB VMEM less a 32 MiB scoped window). The op sample's O04253@tpu7x,
+    // relu(x[1,4096] @ w[4096,4096] + b) in bf16: the weight is 4096 x 4096 x 2 B = 32 MiB exactly, and the
+    // compiler prefetches the activation (`copy-start(%x.1)`), not the weight.
+    let t7 = ChipModel::preset("tpu7x").unwrap();
+    let op =
+        OpSpec::from_json(r#"{"op":"mlp_layer","params":{"B":1,"Din":4096,"Dout":4096,"dtype":"bfloat16"}}"#).unwrap();
+    let ks = kernels(&op, &t7).unwrap();
+    let Work::Mxu(w) = &ks[0].work else {
+        panic!("expected an MXU kernel")
+    };
+    assert_eq!(prefetched(w, ks[0].in_bytes, &t7), Residency { lhs: true, rhs: false });
+}

@@ -335,7 +335,11 @@ fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option
     if cin >= 8 && x.order.last() == Some(&3) {
         return None;
     }
-    let copy_t = if dtype == Dtype::Float32 { Dtype::Bfloat16 } else { dtype };
+    let copy_t = if dtype == Dtype::Float32 {
+        Dtype::Bfloat16
+    } else {
+        dtype
+    };
     // Fewer than 8 channels: a lane-dense (N, H, W, 128) measure (the op sample's stems, whose copies put N
     // minor, O01220); wider: (H, W, N, C) with N on sublanes, as C25.conv2d_nhwc.000/002/003 write it.
     let (class, elements) = if cin < 8 {

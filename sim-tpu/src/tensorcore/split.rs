@@ -218,7 +218,11 @@ mod tests {
     fn size_split_holds_out_the_largest_of_each_class() {
         let rs: Vec<CalibRecord> = [1u64, 2, 3, 4, 5]
             .iter()
-            .map(|m| record(&format!(r#"{{"op":"matmul","params":{{"M":{m},"K":8,"N":8,"dtype":"float32"}}}}"#)))
+            .map(|m| {
+                record(&format!(
+                    r#"{{"op":"matmul","params":{{"M":{m},"K":8,"N":8,"dtype":"float32"}}}}"#
+                ))
+            })
             .chain([record(r#"{"op":"add","params":{"shape":[4],"dtype":"float32"}}"#)])
             .collect();
         // 20 % of five matmul cases is the largest one; of one add case, that case.
