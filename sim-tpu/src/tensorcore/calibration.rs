@@ -45,6 +45,8 @@ pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
         "mm_epilogue_serial" => (0.0, 0.25),
         "mm_f32_byte_factor" => (0.4, 1.0),
         "conv_factor" => (0.5, 4.0),
+        // At most a VPU pass of a few cycles per vreg (the slowest elementwise rate fitted is ~40).
+        "mm_8bit_widen" => (0.0, 16.0),
         "mm_acc_32bit" => (0.0, 32.0),
         "mxu_weight_load_cycles" => (0.0, 256.0),
         "mxu_iter_cycles" => (0.0, 2000.0),

@@ -91,6 +91,23 @@ pub struct TcParams {
     pub mxu_weight_load_cycles: f64,
     /// Convolution MXU work relative to the equivalent matmul (per-tap windows, halo, relayout).
     pub conv_factor: f64,
+    /// Cycles per 1024 elements of an 8-bit (int8, fp8) MXU weight window widened to bf16 on the VPU before it
+    /// enters the MXU, part of the kernel's epilogue-side VPU work. Read off the corpus decode matmuls: on v4
+    /// int8 and fp8 weights cost 1.8-3.0 cycles per 1024 elements whatever the dtype (C25.matmul.044 fp8
+    /// [8,1920]x[1920,24704]: 104,562 cycles for 46,320 blocks; C25.matmul.052 int8 [32,638]x[638,18481]:
+    /// 29,518 for 11,515), where v5e-v6e and tpu7x take the same shapes at 0.4-1.4.
+    #[serde(default)]
+    pub mm_8bit_widen: f64,
+    /// The input relayout copy of a convolution with 8 or more channels whose entry layout is not
+    /// channel-minor, per 1024 elements of its (H, W, N, C) output (`lower::conv_input_relayout`).
+    #[serde(default = "default_conv_input_relayout")]
+    pub conv_input_relayout: f64,
+}
+
+/// The starting point of `conv_input_relayout` for a calibration written before it existed: about the corpus's
+/// median, 10 cycles per 1024 elements on v5e (C25.conv2d_nhwc.000: 334,446 cycles for 37,632 blocks).
+fn default_conv_input_relayout() -> f64 {
+    10.0
 }
 
 impl TcParams {
@@ -130,6 +147,8 @@ impl TcParams {
             ("mm_hbm_bytes_per_cycle", &mut self.mm_hbm_bytes_per_cycle),
             ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),
             ("conv_factor", &mut self.conv_factor),
+            ("mm_8bit_widen", &mut self.mm_8bit_widen),
+            ("conv_input_relayout", &mut self.conv_input_relayout),
         ]
     }
 }
@@ -202,9 +221,10 @@ pub struct CalibratedChip {
     /// matmul operand when it fits, else the smaller. Read off the corpus op records (testdata/ops/
     /// corpus_records.jsonl.gz): VMEM less the scoped window on v5e (112 MiB), v6e (96), v5p (48) and tpu7x
     /// (32), each between the largest operand prefetched (70.1 MiB on v5e/v6e, 23.9 on tpu7x/v5p) and the
-    /// smallest refused (113.8 and 70.1 MiB). 0 (rule off) on v4, whose prefetch lands in CMEM (`S(3)`) and
-    /// whose records disagree on what reading it costs (an f32 23.6 MB weight in 8,566 cycles, far above the
-    /// HBM rate; an fp8 20.5 MB one in 46,935, below it), until that is understood.
+    /// smallest refused (113.8 and 70.1 MiB). v4 prefetches into CMEM (`S(3)`), 64 MiB: between the largest
+    /// operand prefetched there (fp8[1920,24704], 47.4 MB, C25.matmul.044) and the smallest refused
+    /// (s8[9344,7552], 70.6 MB, whose 37 KB activation is prefetched instead); a weight read from CMEM is
+    /// not streamed (f32[11520,512], 23.6 MB, in 8,566 cycles where HBM at 470 B/cycle takes 50,200).
     pub prefetch_budget_bytes: u64,
     /// Fitted constants.
     pub params: TcParams,

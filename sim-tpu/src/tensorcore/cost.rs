@@ -122,6 +122,7 @@ fn vpu_rates(p: &TcParams, class: VpuClass, elem_bytes: u64) -> (f64, f64) {
         ),
         VpuClass::Transpose => (p.relayout, p.transpose_stream),
         VpuClass::ConvInputCopy => (p.conv_input_copy, p.conv_input_copy),
+        VpuClass::ConvInputRelayout => (p.conv_input_relayout, p.conv_input_relayout),
         VpuClass::Relayout => (p.relayout, p.relayout),
         VpuClass::Concat => (p.concat_resident, p.concat_stream),
         VpuClass::Matvec => {
@@ -283,7 +284,7 @@ pub struct Residency {
 }
 
 /// The operand of a standalone matmul or convolution the compiler prefetches on chip before the program starts
-/// (cross-program prefetch, `ChipModel::prefetch_budget_bytes`): the larger one when it fits the budget, else
+/// (cross-program prefetch, `ChipModel::prefetch_budget_bytes`): the larger one when it is under the budget, else
 /// the smaller one when it does; the kernel then reads it from on-chip memory, and the prefetch itself, overlapped,
 /// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands).
 pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
@@ -297,9 +298,11 @@ pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
     } else {
         (false, x_bytes, w_bytes)
     };
-    let rhs = if large <= budget {
+    // Strictly less: an operand of exactly the budget is not prefetched (bf16[4096,4096], 32 MiB, on tpu7x in
+    // the op sample's O04253 and bf16[8192,2048] in O04252: the activation, or nothing, is prefetched).
+    let rhs = if large < budget {
         rhs_larger
-    } else if small <= budget {
+    } else if small < budget {
         !rhs_larger
     } else {
         return Residency::default();
@@ -383,7 +386,12 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
                         + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
-                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64;
+                let widen = if w.dtype.bits() == 8 {
+                    p.mm_8bit_widen * w1 * tbf / in_b / 1024.0
+                } else {
+                    0.0
+                };
+                let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64 + widen;
                 // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
                 // does not change between consecutive iterations is not fetched again.
                 let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };

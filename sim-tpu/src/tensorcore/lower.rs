@@ -29,6 +29,8 @@ pub enum VpuClass {
     Outer,
     /// Relayout of a convolution input with very few channels into the lane-dense layout the MXU kernel reads.
     ConvInputCopy,
+    /// Relayout of a wider convolution input whose entry layout is not channel-minor into (H, W, N, C).
+    ConvInputRelayout,
 }
 
 /// The work of one kernel.
@@ -236,6 +238,25 @@ fn matmul_operands(
     (x, w, o, bias)
 }
 
+/// Whether the chip's MXU takes a matrix-vector product (M = 1 or N = 1) of `dtype`. tpu7x does for 32-, 16-
+/// and 8-bit integer operands (one output fusion in the corpus records C25.matmul.* of tpu7x), but an fp8
+/// one is converted to bf16 and multiply-reduced on the VPU: C25.matmul.035@tpu7x (M 4224, K 5822, N 1) is a
+/// reduce, a convert, a 120,216-cycle multiply-reduce loop fusion over the matrix and a reshape, about 5
+/// cycles per 1024 matrix elements as in the three other fp8 records (M 2048, 1664, 13323).
+pub(crate) fn matvec_on_mxu(chip: &ChipModel, dtype: Dtype) -> bool {
+    chip.matvec_on_mxu && !dtype.is_fp8()
+}
+
+/// Whether a (non-batched) matmul result is laid out transposed, lanes along M: the compiler's entry layout
+/// for `[M, N]` with N narrower than M and the lanes (`{0,1}`, as for every corpus matmul with N <= 32 < M on
+/// all five chips). It then computes the product transposed, N rows streamed against the larger operand's
+/// tiles: C25.matmul.050 (M 5437, K 3968, N 32, f32) on v5e is one output fusion of 16,934 cycles, less than
+/// the 5440 rows x 31 K blocks / 4 MXUs = 42,160 MXU cycles of the untransposed product and close to the
+/// transposed 32 x 31 x 43 lane blocks / 4 = 10,664.
+fn transposed_result(b: u64, o: &PaddedArray) -> bool {
+    b == 1 && o.order == [1, 0]
+}
+
 fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {
     let flops = 2 * b * m * k * n;
     let (x, w, o, bias_bytes) = matmul_operands(b, m, k, n, dtype, mlp);
@@ -246,7 +267,7 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
     // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU); nor is N = 1, the
     // matrix times a vector on the right (a multiply-reduce loop fusion over the matrix rows in every corpus op
     // record of v4-v6e, testdata/ops/corpus_records.jsonl.gz).
-    let work = if (m == 1 || n == 1) && b == 1 && !chip.matvec_on_mxu {
+    let work = if (m == 1 || n == 1) && b == 1 && !matvec_on_mxu(chip, dtype) {
         Work::Vpu {
             class: VpuClass::Matvec,
             blocks: blocks(if m == 1 { &w } else { &x }),
@@ -259,6 +280,8 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
             elem_bytes: out_t.bytes(),
         }
     } else {
+        // A result the compiler lays out transposed is computed transposed: out^T = w^T x^T.
+        let (m, n) = if transposed_result(b, &o) { (n, m) } else { (m, n) };
         Work::Mxu(MxuWork {
             batch: b,
             m,
@@ -300,6 +323,46 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
     (kernels, flops)
 }
 
+/// The copy that relays a convolution input out into the channel-minor order the MXU kernel reads, when the
+/// compiler's entry layout for it is not channel-minor (channels that fill the lanes badly: it puts W minor,
+/// `{2,1,3,0}` or `{2,3,1,0}`). The copy writes (H, W, N, C) with C lane-padded and N sublane-padded, in bf16
+/// for an f32 input (the DEFAULT-precision kernel reads bf16). Evidence, every corpus convolution (five shapes
+/// x five chips, C25.conv2d_nhwc.000-004): a `copy` of the input precedes the fusion, e.g. on v5e
+/// f32[9,112,112,440]{2,3,1,0} -> bf16{3,0,2,1}, 2,201,696 cycles; bf16[21,112,112,91]{2,1,3,0}, 334,446.
+/// Fewer than 8 input channels always take it (the op sample's 3-channel stems).
+fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option<Kernel> {
+    let [nb, h, w, cin] = input;
+    if cin >= 8 && x.order.last() == Some(&3) {
+        return None;
+    }
+    let copy_t = if dtype == Dtype::Float32 {
+        Dtype::Bfloat16
+    } else {
+        dtype
+    };
+    // Fewer than 8 channels: a lane-dense (N, H, W, 128) measure (the op sample's stems, whose copies put N
+    // minor, O01220); wider: (H, W, N, C) with N on sublanes, as C25.conv2d_nhwc.000/002/003 write it.
+    let (class, elements) = if cin < 8 {
+        (VpuClass::ConvInputCopy, tpu_padded(dtype, &[nb, h, w, 128]).elements())
+    } else {
+        (
+            VpuClass::ConvInputRelayout,
+            h * w * nb.div_ceil(8) * 8 * cin.div_ceil(128) * 128,
+        )
+    };
+    Some(Kernel {
+        name: "copy",
+        work: Work::Vpu {
+            class,
+            blocks: elements as f64 / VREG_ELEMENTS as f64,
+            elem_bytes: dtype.bytes(),
+        },
+        in_bytes: x.bytes(),
+        out_bytes: (elements * copy_t.bits()).div_ceil(8),
+        unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(copy_t, &input),
+    })
+}
+
 /// Output spatial size of a convolution along one dim.
 pub fn conv_out_dim(input: u64, kernel: u64, stride: u64, padding: ConvPadding) -> u64 {
     match padding {
@@ -339,30 +402,23 @@ fn lower_conv(
         conv: true,
     });
     let mut kernels = Vec::new();
-    // Fewer than 8 input channels: the compiler first copies the input into a lane-dense layout.
-    if cin < 8 {
-        let dense = [nb, h, w, 128];
-        kernels.push(Kernel {
-            name: "copy",
-            work: Work::Vpu {
-                class: VpuClass::ConvInputCopy,
-                blocks: blocks(&tpu_padded(dtype, &dense)),
-                elem_bytes: dtype.bytes(),
-            },
-            in_bytes: x.bytes(),
-            out_bytes: x.bytes(),
-            unpadded_bytes: 2 * logical_bytes(dtype, &input),
-        });
-    }
+    let relayout = conv_input_relayout(input, dtype, &x);
+    let fusion_in = match &relayout {
+        Some(copy) => copy.out_bytes,
+        None => x.bytes(),
+    };
+    kernels.extend(relayout.clone());
     kernels.push(Kernel {
         name: "convolution fusion",
         work,
-        in_bytes: x.bytes() + k.bytes(),
+        in_bytes: fusion_in + k.bytes(),
         out_bytes: o.bytes(),
         unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(dtype, &kernel) + logical_bytes(out_t, &out_dims),
     });
     // Output channels that do not fill the 128 lanes: the kernel writes a lane-padded result that a copy relayouts.
-    if cout % 128 != 0 {
+    // So does a convolution that read a relayouted input: its result is in the copy's (H, W, N, C) order, and
+    // the entry result's is (N, H, W, C) (C25.conv2d_nhwc.001, 256 output channels: two copies after the fusion).
+    if cout % 128 != 0 || relayout.is_some() {
         let internal = [nb, ho, wo, cout.div_ceil(128) * 128];
         kernels.push(Kernel {
             name: "copy",

@@ -33,6 +33,7 @@ pub mod gather;
 pub mod lower;
 pub mod padding;
 pub mod spec;
+pub mod split;
 
 pub use chip::{CalibratedChip, Calibration, ChipModel, HbmRates, MxuGeometry, TcParams, CHIP_NAMES};
 pub use cost::{Bound, KernelCost, OpCost, Phase, Unit};

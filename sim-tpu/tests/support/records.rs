@@ -56,13 +56,25 @@ pub fn hlo_text(root: &Path, name: &str) -> Option<String> {
     std::fs::read_to_string(p).ok()
 }
 
-/// `testdata/ops/tc_records.jsonl.gz`.
+/// The op records: the op sample (`testdata/ops/tc_records.jsonl.gz`) and the corpus's op records
+/// (`testdata/ops/corpus_records.jsonl.gz`); the op constants are fitted on both files' random fit part.
 pub fn op_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
-    let p = root.join("testdata/ops/tc_records.jsonl.gz");
+    let mut out = op_sample_records(root)?;
+    out.extend(read_op_records(root, "testdata/ops/corpus_records.jsonl.gz")?);
+    Ok(out)
+}
+
+/// The op sample alone (`testdata/ops/tc_records.jsonl.gz`).
+pub fn op_sample_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
+    read_op_records(root, "testdata/ops/tc_records.jsonl.gz")
+}
+
+fn read_op_records(root: &Path, name: &str) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
+    let p = root.join(name);
     let mut text = String::new();
     flate2::read::GzDecoder::new(&std::fs::read(&p).map_err(|e| format!("{}: {e}", p.display()))?[..])
         .read_to_string(&mut text)?;
-    Ok(parse_records(&text)?)
+    Ok(parse_records(&text).map_err(|e| format!("{}: {e}", p.display()))?)
 }
 
 /// The band data, built from the records as `band_fit` writes it.
@@ -108,7 +120,7 @@ fn heldout_errors(root: &Path, records: Vec<ProgramRecord>) -> Result<Vec<(Strin
     Ok(out)
 }
 
-/// `tpusim op`'s cycle errors on the held-out op records, by chip.
+/// `tpusim op`'s cycle errors on the held-out op records (sample and corpus), by chip.
 pub fn op_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
     use sim_tpu::tensorcore::calibration::compare;
     let recs: Vec<CalibRecord> = op_records(root)?
