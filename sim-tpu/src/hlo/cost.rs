@@ -425,13 +425,18 @@ fn kernel_traffic(g: &Graph<'_>, k: &Group, sizer: &Sizer, in_vmem: &BTreeSet<us
         unpadded: 0,
     };
     let (updated, updates) = super::inplace::in_place_updates(g, k);
+    let windowed = super::inplace::windowed_reads(g, k, sizer)?;
     for &i in &k.inputs {
         if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
             continue;
         }
         let s = sizer.shape(&g.nodes[i].ins.shape)?;
-        t.in_bytes = t.in_bytes.saturating_add(s.padded_bytes);
-        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+        let (padded, logical) = match windowed.get(&i) {
+            Some(&w) => (w, w.min(s.logical_bytes)),
+            None => (s.padded_bytes, s.logical_bytes),
+        };
+        t.in_bytes = t.in_bytes.saturating_add(padded);
+        t.unpadded = t.unpadded.saturating_add(logical);
     }
     for &o in &k.outputs {
         if in_vmem.contains(&o) {
@@ -663,10 +668,13 @@ fn mxu_body(
     // intermediates, so no separate HBM term.
     // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
     // window plan does not stream them.
+    // A dynamic-update-slice writes only its update, in place ([`super::inplace`]).
+    let (_, updates) = super::inplace::in_place_updates(g, k);
     let mut epi = 0u64;
     for &o in &k.outputs {
         if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
-            epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+            let written = updates.get(&o).copied().unwrap_or(o);
+            epi = epi.saturating_add(sizer.shape(&g.nodes[written].ins.shape)?.padded_bytes);
         }
     }
     let epi = epi as f64 / bw;
@@ -699,6 +707,8 @@ fn loop_body(
     blocks: Blocks,
     dma: f64,
 ) -> (f64, Bound) {
+    // Inputs read through slices stream only their windows (sizes already failed in `kernel_traffic` if bad).
+    let windowed = super::inplace::windowed_reads(g, k, sizer).unwrap_or_default();
     // Arrays at least half the largest one's size are streamed block by block with it.
     let full = |i: &usize| {
         sizer
@@ -709,14 +719,14 @@ fn loop_body(
     let streams = (k
         .inputs
         .iter()
-        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
+        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && !windowed.contains_key(i) && full(i))
         .count()
         + k.outputs.iter().filter(|o| full(o)).count()) as f64;
     let streamed = k
         .inputs
         .iter()
         .chain(&k.outputs)
-        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
+        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && !windowed.contains_key(i) && full(i));
     let compute = if streamed {
         blocks
             .vpu

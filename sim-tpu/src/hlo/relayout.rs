@@ -68,12 +68,16 @@ pub(super) fn conv_output_relayout(
     relayout_kernel(g, out, sizer, chip).map(Some)
 }
 
-/// The relayout copy the compiler adds before a convolution reading a 16-bit activation straight from an entry
-/// parameter with a batch above 1 and images at least 8 wide: it moves the batch inside the spatial dimensions
-/// (`{3,2,0,1}`), where the 16-bit rows pack in pairs. Evidence (compiler corpus, conv family, every chip): the
-/// bf16 programs with N > 1 and W >= 28 (conv.000, .009, .018, .026) copy the input first (conv.026 on v5e:
-/// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles); the f32 one (conv.011, N 9, W 17) and the 7-wide one
-/// (conv.008) do not, nor the N = 1 ones (conv.025, .031).
+/// The relayout copy the compiler adds before a convolution reading an activation straight from an entry
+/// parameter, when the batch is below one sublane tile (N <= 7) and the images are at least 8 wide: it moves the
+/// batch inside the spatial dimensions (`{3,2,0,1}`). A batch of 8 or more fills the tile's rows itself and is
+/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead.
+/// Evidence (compiler corpus, conv family, 28 programs on every chip): the copy is there for N 1-7 and W >= 14 in
+/// bf16 and f32 (conv.000, .004, .005 f32, .009, .013, .016, .018, .020, .024, .026, .031, .032; conv.026 on v5e:
+/// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles) and absent for N 9-56 (conv.006, .007, .011, .012, .021,
+/// .028, .033, .035: one convolution fusion, e.g. conv.033 on v6e, N 53, 24,634 cycles in all, where the copy
+/// would cost 199,000), for 7-wide images (conv.008, .015, .034) and for 1x1 stride-2 windows over an even width
+/// (conv.023, .025). Not matched: conv.010 (N 25, 112 wide, copied) and conv.019 (N 7 depthwise, not copied).
 pub(super) fn conv_input_relayout(
     g: &Graph<'_>,
     k: &Group,
@@ -101,7 +105,7 @@ pub(super) fn conv_input_relayout(
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
-        if x.ins.opcode == "parameter" && a.element_type.bit_width() == 16 && batch > 1 && width >= 8 {
+        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 && !strided_pointwise(n, width) {
             return relayout_kernel(g, input, sizer, chip).map(Some);
         }
     }
@@ -173,6 +177,29 @@ fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> 
         // A copy the compiler adds computes no value of the module: a collective never waits on it.
         nodes: Vec::new(),
     })
+}
+
+/// Largest batch that does not fill the rows of one (8, 128) tile.
+const MAX_UNTILED_BATCH: i64 = 7;
+
+/// Whether convolution `n` has a 1x1 window whose stride (above 1) divides the image width `width`: the compiler
+/// subsamples its input with a strided slice rather than relayouting it.
+fn strided_pointwise(n: &super::graph::Node<'_>, width: i64) -> bool {
+    let Some(window) = n.ins.attr("window") else {
+        return false;
+    };
+    let field = |key: &str| -> Vec<i64> {
+        window
+            .trim_matches(|c| c == '{' || c == '}')
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(key))
+            .map(|v| v.split('x').filter_map(|d| d.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    let (size, stride) = (field("size="), field("stride="));
+    let pointwise = !size.is_empty() && size.iter().all(|&s| s == 1);
+    let step = stride.last().copied().unwrap_or(1);
+    pointwise && step > 1 && width % step == 0
 }
 
 fn rank(s: &Shape) -> usize {
