@@ -503,7 +503,7 @@ fn cost_kernel(
     let mut flops = 0u64;
     let mut vpu = 0.0;
     let mut op_blocks = 0.0;
-    let mut mxu: Vec<(MxuWork, f64, Residency)> = Vec::new();
+    let mut mxu: Vec<MxuPass> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
         match node.class {
@@ -529,8 +529,15 @@ fn cost_kernel(
                     lhs: resident(node.operands.first()),
                     rhs: resident(node.operands.get(1)),
                 };
+                let spill =
+                    super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
                 let (w, residency) = super::matvec::skinny_transposed(w.0, residency);
-                mxu.push((w, out_dma, residency));
+                mxu.push(MxuPass {
+                    work: w,
+                    out_dma,
+                    residency,
+                    spill,
+                });
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -561,7 +568,7 @@ fn cost_kernel(
         .iter()
         .copied()
         .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
-    if let (Some(dot), [(w, _, _)]) = (dot, mxu.as_slice()) {
+    if let (Some(dot), [MxuPass { work: w, .. }]) = (dot, mxu.as_slice()) {
         let b = (in_bytes, out_bytes, unpadded);
         if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
             return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
@@ -625,6 +632,18 @@ fn cost_kernel(
     })
 }
 
+/// One dot or convolution of an MXU kernel, as its window plan will run it.
+struct MxuPass {
+    /// Its work (transposed for skinny products).
+    work: MxuWork,
+    /// Cycles of writing its result that the plan counts but the kernel keeps on chip.
+    out_dma: f64,
+    /// Which operands are already on chip.
+    residency: Residency,
+    /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
+    spill: f64,
+}
+
 /// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
 /// kept in VMEM not written), or its fused vector work if longer, plus the epilogue results it writes to HBM;
 /// with what bounds it and its peak VMEM.
@@ -636,7 +655,7 @@ fn mxu_body(
     chip: &ChipModel,
     hp: &HloParams,
     in_vmem: &BTreeSet<usize>,
-    mxu: &[(MxuWork, f64, Residency)],
+    mxu: &[MxuPass],
     vpu: f64,
 ) -> Result<(f64, Bound, u64), HloError> {
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
@@ -652,11 +671,11 @@ fn mxu_body(
     // runs each dot's window plan in turn.
     let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
     let mut longest = 0.0;
-    for (w, out_dma, residency) in mxu {
-        let plan = plan_mxu_resident(w, &fused, *residency);
+    for pass in mxu {
+        let plan = plan_mxu_resident(&pass.work, &fused, pass.residency);
         // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
-        // never below the MXU's own cycles.
-        let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+        // never below the MXU's own cycles, nor below streaming the operands that cannot be on chip.
+        let body = (plan.body_cycles - pass.out_dma).max(plan.mxu_cycles).max(pass.spill);
         mxu_body += body;
         vmem = vmem.max(plan.vmem_bytes);
         if body > longest {
