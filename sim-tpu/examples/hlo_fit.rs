@@ -6,6 +6,9 @@
 //! `--corpus [--split random|size|family:NAME]` fits instead on the compiler corpus (testdata/hlo/corpus/) records
 //! that split lets constants be fitted on (default `random`: its `fit` side), added to the `fit` records of
 //! programs.json; `hlo_calibration --corpus --split S --params FILE` then checks the output on that split.
+//!
+//! `--quick` (for the leave-one-family-out table, 16 fits): keeps the installed temp constants and VMEM budget
+//! and runs one round of the coordinate search instead of three.
 
 use std::path::PathBuf;
 
@@ -45,7 +48,7 @@ fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
 
 /// Coordinate search on a log grid from a few starting points (the objective has local minima), the
 /// VMEM budget of `start` kept; on the corpus (`corpus`), from `start`'s constants only.
-fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool) -> HloParams {
+fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool, rounds: usize) -> HloParams {
     let vmem_budget = start.vmem_temp_bytes;
     // Coordinate search on a log grid from a few starting points (the objective has local minima).
     let mut best_start = (f64::MAX, start.clone());
@@ -79,7 +82,7 @@ fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool) -> Hl
         hp.stream_block_cycles = sb;
         hp.mxu_fused_op_cycles = mo;
         let mut best = objective(recs, chip, &hp);
-        for _round in 0..3 {
+        for _round in 0..rounds {
             for field in 0..6 {
                 let mut step = 2.0f64;
                 while step > 1.01 {
@@ -134,6 +137,7 @@ fn main() {
     // `--temp-only`: refit only the temp constants (they do not affect cycles), keeping the cycle constants.
     let args: Vec<String> = std::env::args().collect();
     let temp_only = args.iter().any(|a| a == "--temp-only");
+    let quick = args.iter().any(|a| a == "--quick");
     let split = args.iter().any(|a| a == "--corpus").then(|| {
         let s = args.iter().position(|a| a == "--split").and_then(|i| args.get(i + 1));
         Split::parse(s.map(String::as_str).unwrap_or("random")).expect("--split")
@@ -195,6 +199,12 @@ fn main() {
                 }
                 best.1
             };
+        if quick {
+            let hp = rounded(search(&start, &recs, &chip, split.is_some(), 1));
+            eprintln!("{}: quick fit {:?}", hp.name, hp);
+            out.push(hp);
+            continue;
+        }
         let mut ht = start.clone();
         ht.temp_fast_bytes = best_of(
             &ht,
@@ -249,7 +259,7 @@ fn main() {
             least,
             flat.iter().map(|b| b >> 20).collect::<Vec<_>>()
         );
-        let hp = rounded(search(&start, &recs, &chip, split.is_some()));
+        let hp = rounded(search(&start, &recs, &chip, split.is_some(), 3));
         let errs: Vec<f64> = recs
             .iter()
             .filter(|r| r.scored)

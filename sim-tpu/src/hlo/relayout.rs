@@ -23,7 +23,7 @@ use crate::tensorcore::ChipModel;
 use sim_core::layout::Shape;
 
 /// The copies the compiler adds before and after kernel `k` of the entry graph (convolution inputs and results,
-/// gathers' tables and rows).
+/// their windowing, gathers' tables and rows).
 pub(super) fn copies_around(
     g: &Graph<'_>,
     k: &Group,
@@ -31,14 +31,15 @@ pub(super) fn copies_around(
     chip: &ChipModel,
 ) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
     let (table, rows) = gather_copies(g, k, sizer, chip)?;
-    let before = conv_input_relayout(g, k, sizer, chip)?
-        .into_iter()
-        .chain(table)
-        .collect();
-    let after = conv_output_relayout(g, k, sizer, chip)?
-        .into_iter()
-        .chain(rows)
-        .collect();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    if let Some((input, conv)) = small_batch_conv(g, k) {
+        before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+        before.push(relayout_kernel(g, input, sizer, chip, "pad")?);
+        after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
+    }
+    before.extend(table);
+    after.extend(conv_output_relayout(g, k, sizer, chip)?);
+    after.extend(rows);
     Ok((before, after))
 }
 
@@ -65,7 +66,7 @@ pub(super) fn conv_output_relayout(
     else {
         return Ok(None);
     };
-    relayout_kernel(g, out, sizer, chip).map(Some)
+    relayout_kernel(g, out, sizer, chip, "relayout").map(Some)
 }
 
 /// The relayout copy the compiler adds before a convolution reading an activation straight from an entry
@@ -78,14 +79,17 @@ pub(super) fn conv_output_relayout(
 /// .028, .033, .035: one convolution fusion, e.g. conv.033 on v6e, N 53, 24,634 cycles in all, where the copy
 /// would cost 199,000), for 7-wide images (conv.008, .015, .034) and for 1x1 stride-2 windows over an even width
 /// (conv.023, .025). Not matched: conv.010 (N 25, 112 wide, copied) and conv.019 (N 7 depthwise, not copied).
-pub(super) fn conv_input_relayout(
-    g: &Graph<'_>,
-    k: &Group,
-    sizer: &Sizer,
-    chip: &ChipModel,
-) -> Result<Option<KernelCost>, HloError> {
+///
+/// The same small-batch windowing pads the relayouted input to the window (a `pad` kernel, or a kLoop fusion of
+/// pad and an iota mask, over the input) and writes the result in the windowed layout, which a further copy and a
+/// kLoop `slice` fusion crop back to the output's width (one more pass over the result). Evidence: conv.013 on
+/// v6e (bf16 N 2, 224 wide, 3x3): input copy 146,280 cycles, pad 279,125 and its mask 96,215, convolution
+/// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
+/// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
+/// Returns (the input parameter, the convolution) when kernel `k` is such a convolution.
+fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
     if k.kind != KernelKind::Mxu {
-        return Ok(None);
+        return None;
     }
     for &m in &k.members {
         let n = &g.nodes[m];
@@ -106,10 +110,10 @@ pub(super) fn conv_input_relayout(
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 && !strided_pointwise(n, width) {
-            return relayout_kernel(g, input, sizer, chip).map(Some);
+            return Some((input, m));
         }
     }
-    Ok(None)
+    None
 }
 
 /// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into
@@ -136,13 +140,20 @@ pub(super) fn gather_copies(
         return Ok((None, None));
     }
     Ok((
-        Some(relayout_kernel(g, table, sizer, chip)?),
-        Some(relayout_kernel(g, k.anchor, sizer, chip)?),
+        Some(relayout_kernel(g, table, sizer, chip, "relayout")?),
+        Some(relayout_kernel(g, k.anchor, sizer, chip, "relayout")?),
     ))
 }
 
-/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements.
-fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> Result<KernelCost, HloError> {
+/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements; named
+/// `<v>.<what>`.
+fn relayout_kernel(
+    g: &Graph<'_>,
+    v: usize,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    what: &str,
+) -> Result<KernelCost, HloError> {
     let node = &g.nodes[v];
     let s = sizer.shape(&node.ins.shape)?;
     let elem_bytes = match &node.ins.shape {
@@ -163,7 +174,7 @@ fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> 
     let t = time_kernel(&kernel, chip);
     let hbm = s.padded_bytes.saturating_mul(2);
     Ok(KernelCost {
-        name: format!("{}.relayout", node.ins.name),
+        name: format!("{}.{what}", node.ins.name),
         kind: KernelKind::Loop,
         instructions: Vec::new(),
         cycles: t.cycles,
