@@ -4,8 +4,9 @@
 family:NAME --params FILE`); writes OUT_DIR/family_<NAME>.json (the fit) and OUT_DIR/lofo.md (median / p90 per
 family and chip). Never run by tests or CI; niced; resumes (a family whose fit exists is not refitted).
 
-Usage: python3 tools/corpus/lofo.py OUT_DIR [--full]   (default: `--quick` fits, one search round, temp constants
-and VMEM budget kept; `--full` runs the whole fit per family)
+Usage: python3 tools/corpus/lofo.py OUT_DIR [--full] [--reverse]   (default: `--quick` fits, one search round,
+temp constants and VMEM budget kept; `--full` runs the whole fit per family; `--reverse` takes the families in
+reverse order, so a second copy on the same OUT_DIR shares the work)
 """
 import gzip
 import json
@@ -23,14 +24,16 @@ subprocess.run(["cargo", "build", "--release", "-p", "sim-tpu", "--example", "hl
 bins = root / "target" / "release" / "examples"
 recs = [json.loads(l) for l in gzip.open(root / "testdata/hlo/corpus/records.jsonl.gz", "rt")]
 families = sorted({r["family"] for r in recs})
+order = families[::-1] if "--reverse" in sys.argv else families
 rows = {}
-for fam in families:
+for fam in order:
     fit = out / f"family_{fam}.json"
     if not fit.exists():
         args = ["nice", "-n", "10", str(bins / "hlo_fit"), "--corpus", "--split", f"family:{fam}"]
         text = subprocess.run(args + (["--quick"] if quick else []), cwd=root, check=True, capture_output=True,
                               text=True).stdout
-        fit.write_text(text)
+        if not fit.exists():  # a second copy may have finished it meanwhile
+            fit.write_text(text)
     check = subprocess.run(["nice", "-n", "10", str(bins / "hlo_calibration"), "--corpus", "--split",
                             f"family:{fam}", "--params", str(fit)], cwd=root, check=True, capture_output=True,
                            text=True).stdout

@@ -44,14 +44,18 @@ pub(super) fn in_place_updates(g: &Graph<'_>, k: &Group) -> (BTreeSet<usize>, BT
 /// loop-carried input as a fused parameter and reads one [128,512] window.
 pub(super) fn windowed_reads(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<BTreeMap<usize, u64>, HloError> {
     let mut reads = BTreeMap::new();
+    let is_slice = |m: usize| matches!(g.nodes[m].ins.opcode.as_str(), "dynamic-slice" | "slice");
+    // Most kernels slice nothing: one pass over the members settles it (the user scan below is quadratic).
+    if !k.members.iter().any(|&m| is_slice(m)) {
+        return Ok(reads);
+    }
+    let members: BTreeSet<usize> = k.members.iter().copied().collect();
     for &i in &k.inputs {
-        let users: Vec<usize> = g.users[i].iter().copied().filter(|u| k.members.contains(u)).collect();
+        let users: Vec<usize> = g.users[i].iter().copied().filter(|u| members.contains(u)).collect();
         let windowed = !users.is_empty()
             && users.iter().all(|&u| {
                 let n = &g.nodes[u];
-                matches!(n.ins.opcode.as_str(), "dynamic-slice" | "slice")
-                    && n.operands.first() == Some(&i)
-                    && n.operands.iter().skip(1).all(|&o| o != i)
+                is_slice(u) && n.operands.first() == Some(&i) && n.operands.iter().skip(1).all(|&o| o != i)
             });
         if !windowed {
             continue;
