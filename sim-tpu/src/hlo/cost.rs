@@ -508,36 +508,9 @@ fn cost_kernel(
         let node = &g.nodes[m];
         match node.class {
             OpClass::Dot | OpClass::Convolution => {
-                let w = mxu_work(g, node).ok_or_else(|| {
-                    HloError::Unsupported(format!(
-                        "`{}`: {} operands or attributes are not understood",
-                        node.ins.name, node.ins.opcode
-                    ))
-                })?;
-                flops = flops.saturating_add(w.1);
-                // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never
-                // goes to HBM.
-                let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
-                let out_dma = if stays {
-                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
-                } else {
-                    0.0
-                };
-                let resident =
-                    |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
-                let residency = Residency {
-                    lhs: resident(node.operands.first()),
-                    rhs: resident(node.operands.get(1)),
-                };
-                let spill =
-                    super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
-                let (w, residency) = super::matvec::skinny_transposed(w.0, residency);
-                mxu.push(MxuPass {
-                    work: w,
-                    out_dma,
-                    residency,
-                    spill,
-                });
+                let (pass, f) = mxu_pass(g, k, m, sizer, chip, hp, in_vmem)?;
+                flops = flops.saturating_add(f);
+                mxu.push(pass);
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -642,6 +615,46 @@ struct MxuPass {
     residency: Residency,
     /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
     spill: f64,
+}
+
+/// Dot or convolution `m` of MXU kernel `k` as its window plan will run it, with its FLOPs.
+fn mxu_pass(
+    g: &Graph<'_>,
+    k: &Group,
+    m: usize,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+) -> Result<(MxuPass, u64), HloError> {
+    let node = &g.nodes[m];
+    let w = mxu_work(g, node).ok_or_else(|| {
+        HloError::Unsupported(format!(
+            "`{}`: {} operands or attributes are not understood",
+            node.ins.name, node.ins.opcode
+        ))
+    })?;
+    // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never goes to HBM.
+    let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
+    let out_dma = if stays {
+        sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
+    } else {
+        0.0
+    };
+    let resident = |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
+    let residency = Residency {
+        lhs: resident(node.operands.first()),
+        rhs: resident(node.operands.get(1)),
+    };
+    let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
+    let pass = MxuPass {
+        work,
+        out_dma,
+        residency,
+        spill,
+    };
+    Ok((pass, w.1))
 }
 
 /// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
