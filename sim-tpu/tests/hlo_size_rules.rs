@@ -38,15 +38,15 @@ fn a_small_loop_kernel_pays_the_whole_launch() {
     }
 }
 
-/// A 1x1 convolution f32[2,8,8,128] x f32[1,1,128,128] whose result is the program's output: the convolution
+/// A 1x1 convolution f32[8,2,8,128] x f32[1,1,128,128] whose result is the program's output: the convolution
 /// kernel, then a copy of the result into the entry's row-major layout. The copy moves the result's padded
-/// bytes in and out: 2 x 8 x 8 x 128 x 4 B = 65,536 B each way (every dimension already tile-aligned), and costs
+/// bytes in and out: 8 x 2 x 8 x 128 x 4 B = 65,536 B each way (every dimension already tile-aligned; a batch of 8, so no input copy), and costs
 /// what the op model's transpose of as many elements costs (a 128 x 128 f32 transpose2d).
 #[test]
 fn a_convolution_result_leaving_the_program_is_relayouted() {
-    let text = "HloModule m\n\nENTRY main {\n  x = f32[2,8,8,128]{3,2,1,0} parameter(0)\n  \
+    let text = "HloModule m\n\nENTRY main {\n  x = f32[8,2,8,128]{3,2,1,0} parameter(0)\n  \
                 w = f32[1,1,128,128]{3,2,1,0} parameter(1)\n  \
-                ROOT c = f32[2,8,8,128]{3,2,1,0} convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f\n}\n";
+                ROOT c = f32[8,2,8,128]{3,2,1,0} convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f\n}\n";
     let chip = ChipModel::preset("v5e").unwrap();
     let c = cost_on(text, "v5e");
     assert_eq!(c.kernels.len(), 2, "{:?}", c.kernels);
@@ -66,9 +66,9 @@ fn a_convolution_result_leaving_the_program_is_relayouted() {
 fn a_convolution_result_used_inside_the_program_is_not_relayouted() {
     let text =
         "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n\
-                ENTRY main {\n  x = f32[2,8,8,128]{3,2,1,0} parameter(0)\n  \
+                ENTRY main {\n  x = f32[8,2,8,128]{3,2,1,0} parameter(0)\n  \
                 w = f32[1,1,128,128]{3,2,1,0} parameter(1)\n  \
-                c = f32[2,8,8,128]{3,2,1,0} convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f\n  \
+                c = f32[8,2,8,128]{3,2,1,0} convolution(x, w), window={size=1x1}, dim_labels=b01f_01io->b01f\n  \
                 z = f32[] constant(0)\n  ROOT r = f32[128]{0} reduce(c, z), dimensions={0,1,2}, to_apply=add\n}\n";
     let c = cost_on(text, "v5e");
     assert!(
@@ -239,21 +239,42 @@ fn conv_module(dtype: &str, n: u64, w: u64) -> String {
     )
 }
 
-/// A bf16 convolution reading a batch of 2 images 16 wide straight from a parameter: the compiler first copies
-/// the input with the batch inside the spatial dimensions (corpus conv.026, .018, .009, .000), so three kernels:
-/// input copy, convolution, output copy. The input copy moves 2 x 16 x 16 x 128 x 2 B = 131,072 B in and out
-/// (tile-aligned). In f32, with one image, or 7 wide, no input copy (conv.011, .025, .008).
+/// A convolution reading a batch of 2 images 16 wide straight from a parameter: the compiler first copies the
+/// input with the batch inside the spatial dimensions (corpus conv.026, .018, .009, .000 in bf16, conv.005 in
+/// f32), pads it to the window, and writes the result windowed, cropped back by one more pass (conv.013 on v6e:
+/// pad 279,125 cycles, crop 315,055): five kernels, input copy, pad, convolution, crop, output copy. The bf16
+/// input copy moves 2 x 16 x 16 x 128 x 2 B = 131,072 B in and out (tile-aligned), the f32 one twice that; the
+/// result has the input's shape here, so every copy moves as much. One image is copied too (conv.020, .031,
+/// .032). No input copy: a batch of 8 or more, which fills a tile's rows (conv.006 N 32, .033 N 53: one fusion),
+/// 7-wide images (conv.008), and a 1x1 window of stride 2 over an even width (conv.023, .025).
 #[test]
-fn a_16_bit_batched_convolution_input_is_relayouted_first() {
-    let c = cost_on(&conv_module("bf16", 2, 16), "v5e");
-    assert_eq!(c.kernels.len(), 3, "{:?}", c.kernels);
-    assert_eq!(c.kernels[0].name, "x.relayout");
-    assert_eq!(c.kernels[0].hbm_bytes, 2 * 131_072);
-    assert_eq!(c.kernels[1].kind, KernelKind::Mxu);
-    for (dtype, n, w) in [("f32", 2, 16), ("bf16", 1, 16), ("bf16", 2, 7)] {
+fn a_convolution_input_with_a_small_batch_is_relayouted_first() {
+    for (dtype, n, bytes) in [("bf16", 2, 131_072u64), ("f32", 2, 262_144), ("bf16", 1, 65_536)] {
+        let c = cost_on(&conv_module(dtype, n, 16), "v5e");
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["x.relayout", "x.pad", "c", "c.crop", "c.relayout"],
+            "{dtype} N {n}"
+        );
+        // Input and result have the same padded bytes here; each copy moves its array in and out.
+        for i in [0, 1, 3, 4] {
+            assert_eq!(c.kernels[i].hbm_bytes, 2 * bytes, "{dtype} N {n}: {}", names[i]);
+        }
+        assert_eq!(c.kernels[2].kind, KernelKind::Mxu);
+    }
+    for (dtype, n, w) in [("bf16", 8, 16), ("f32", 32, 16), ("bf16", 2, 7)] {
         let c = cost_on(&conv_module(dtype, n, w), "v5e");
         assert_eq!(c.kernels.len(), 2, "{dtype} N {n} W {w}: {:?}", c.kernels);
+        assert_ne!(c.kernels[0].name, "x.relayout");
     }
+    // 1x1, stride 2: bf16[2,16,16,128] -> bf16[2,8,8,128]; the input is subsampled, not relayouted.
+    let strided = "HloModule m\n\nENTRY main {\n  x = bf16[2,16,16,128]{3,2,1,0} parameter(0)\n  \
+                   k = bf16[1,1,128,128]{3,2,1,0} parameter(1)\n  \
+                   ROOT c = bf16[2,8,8,128]{3,2,1,0} convolution(x, k), window={size=1x1 stride=2x2}, \
+                   dim_labels=b01f_01io->b01f\n}\n";
+    let c = cost_on(strided, "v5e");
+    assert!(c.kernels.iter().all(|k| k.name != "x.relayout"), "{:?}", c.kernels);
 }
 
 /// A gather of 256 rows from a bf16[5754,100] table (corpus program embedding.001): the table (1,198,080 padded
@@ -287,4 +308,68 @@ fn a_dynamic_update_slice_moves_only_its_update() {
     let c = cost_on(text, "v5e");
     assert_eq!(c.kernels.len(), 1, "{:?}", c.kernels);
     assert_eq!(c.kernels[0].hbm_bytes, 2 * 262_144);
+}
+
+/// A kernel reading step `t`'s row of a stacked f32[199,128,512] input through a `dynamic-slice` (a `lax.scan`
+/// step's `xs[t]`) reads that [1,128,512] row, 262,144 B (tile-aligned), and writes its tanh, 262,144 B: 524,288 B
+/// of HBM traffic, not the 52 MB input (corpus scan.011 on v6e: 2,304 cycles per step in the compiler's body).
+#[test]
+fn a_kernel_reading_through_a_dynamic_slice_reads_only_the_window() {
+    let text = "HloModule m\n\nENTRY main {\n  xs = f32[199,128,512]{2,1,0} parameter(0)\n  t = s32[] parameter(1)\n  \
+                z = s32[] constant(0)\n  r = f32[1,128,512]{2,1,0} dynamic-slice(xs, t, z, z), dynamic_slice_sizes={1,128,512}\n  \
+                ROOT h = f32[1,128,512]{2,1,0} tanh(r)\n}\n";
+    let c = cost_on(text, "v5e");
+    assert_eq!(c.kernels.len(), 1, "{:?}", c.kernels);
+    // Beside the row and the result, only the s32[] index, at most one 512 B tile.
+    let moved = c.kernels[0].hbm_bytes;
+    assert!((2 * 262_144..=2 * 262_144 + 512).contains(&moved), "{moved} B moved");
+}
+
+/// A matmul f32[128,512] x f32[512,512] whose result is written by a `dynamic-update-slice` into row `t` of an
+/// f32[199,128,512] buffer (a scan step storing its output): the epilogue writes the 262,144 B update in place,
+/// not the 52 MB buffer. At v5e's datasheet HBM rate (819 GB/s at 1.5 GHz: 546 B per cycle) the update takes
+/// 480 cycles, the buffer 95,600; so the kernel costs at most the plain matmul writing its own [128,512] result
+/// plus 1,000 cycles.
+#[test]
+fn a_matmul_writing_through_a_dynamic_update_slice_writes_only_the_update() {
+    let dus = "HloModule m\n\nENTRY main {\n  b = f32[199,128,512]{2,1,0} parameter(0)\n  h = f32[128,512]{1,0} parameter(1)\n  \
+               w = f32[512,512]{1,0} parameter(2)\n  t = s32[] parameter(3)\n  z = s32[] constant(0)\n  \
+               d = f32[128,512]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+               u = f32[1,128,512]{2,1,0} reshape(d)\n  \
+               ROOT o = f32[199,128,512]{2,1,0} dynamic-update-slice(b, u, t, z, z)\n}\n";
+    let plain =
+        "HloModule m\n\nENTRY main {\n  h = f32[128,512]{1,0} parameter(0)\n  w = f32[512,512]{1,0} parameter(1)\n  \
+                 ROOT d = f32[128,512]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    let (with_update, alone) = (cost_on(dus, "v5e"), cost_on(plain, "v5e"));
+    assert_eq!(with_update.kernels.len(), 1, "{:?}", with_update.kernels);
+    assert_eq!(with_update.kernels[0].kind, KernelKind::Mxu);
+    assert!(
+        with_update.total_cycles <= alone.total_cycles + 1_000,
+        "{} cycles with the update, {} for the matmul alone",
+        with_update.total_cycles,
+        alone.total_cycles
+    );
+}
+
+/// A decode-style matmul whose weight cannot be on chip: bf16[8,16384] x bf16[16384,16384], the weight
+/// 536,870,912 B (tile-aligned), four times v6e's 128 MiB of VMEM and v4's 128 MiB of CMEM. The kernel streams it
+/// from HBM at the compiler's rate, which the corpus shows at 774-848 B per cycle on v6e (HBM 935) and 419-440 on
+/// v4 (decode_matmul.000, .004, .011, .016): so between 536,870,912 / 940 = 571,139 and / 700 = 766,958 cycles on
+/// v6e, and between / 470 = 1,142,279 and / 400 = 1,342,177 on v4. The MXU's own work (2 x 8 x 16384^2 = 4.3
+/// GFLOP) is under 30,000 cycles on either chip.
+#[test]
+fn a_matmul_weight_larger_than_on_chip_memory_streams_at_the_hbm_rate() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[8,16384]{1,0} parameter(0)\n  w = bf16[16384,16384]{1,0} parameter(1)\n  \
+                ROOT d = bf16[8,16384]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    let bytes = 536_870_912f64;
+    for (chip, fast, slow) in [("v6e", 940.0, 700.0), ("v4", 470.0, 400.0)] {
+        let c = cost_on(text, chip);
+        let cyc = c.total_cycles as f64;
+        assert!(
+            cyc >= bytes / fast && cyc <= bytes / slow,
+            "{chip}: {cyc} cycles, expected {:.0}-{:.0}",
+            bytes / fast,
+            bytes / slow
+        );
+    }
 }

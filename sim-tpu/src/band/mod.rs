@@ -209,7 +209,10 @@ pub struct BandKernel {
 impl ModelBand {
     /// The verdict on one kernel.
     pub fn verdict(&self, class: &KernelClass, cell: ShapeCell) -> KernelDomain {
-        let calibrated = self.domain.contains(&(class.clone(), cell));
+        // Loops, conditionals and unmodelled ops are never in the domain: their cost rests on a trip count or a
+        // branch the fit never checked, whatever cell a fit record's loop happened to share.
+        let control = matches!(class.as_str(), "while" | "conditional" | "unmodelled");
+        let calibrated = !control && self.domain.contains(&(class.clone(), cell));
         let b = match self.classes.get(class) {
             Some(b) if calibrated => b,
             _ => &self.fallback,

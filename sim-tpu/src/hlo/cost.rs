@@ -425,13 +425,18 @@ fn kernel_traffic(g: &Graph<'_>, k: &Group, sizer: &Sizer, in_vmem: &BTreeSet<us
         unpadded: 0,
     };
     let (updated, updates) = super::inplace::in_place_updates(g, k);
+    let windowed = super::inplace::windowed_reads(g, k, sizer)?;
     for &i in &k.inputs {
         if is_scalar_constant(&g.nodes[i]) || in_vmem.contains(&i) || updated.contains(&i) {
             continue;
         }
         let s = sizer.shape(&g.nodes[i].ins.shape)?;
-        t.in_bytes = t.in_bytes.saturating_add(s.padded_bytes);
-        t.unpadded = t.unpadded.saturating_add(s.logical_bytes);
+        let (padded, logical) = match windowed.get(&i) {
+            Some(&w) => (w, w.min(s.logical_bytes)),
+            None => (s.padded_bytes, s.logical_bytes),
+        };
+        t.in_bytes = t.in_bytes.saturating_add(padded);
+        t.unpadded = t.unpadded.saturating_add(logical);
     }
     for &o in &k.outputs {
         if in_vmem.contains(&o) {
@@ -498,34 +503,14 @@ fn cost_kernel(
     let mut flops = 0u64;
     let mut vpu = 0.0;
     let mut op_blocks = 0.0;
-    let mut mxu: Vec<(MxuWork, f64, Residency)> = Vec::new();
+    let mut mxu: Vec<MxuPass> = Vec::new();
     for &m in &k.members {
         let node = &g.nodes[m];
         match node.class {
             OpClass::Dot | OpClass::Convolution => {
-                let w = mxu_work(g, node).ok_or_else(|| {
-                    HloError::Unsupported(format!(
-                        "`{}`: {} operands or attributes are not understood",
-                        node.ins.name, node.ins.opcode
-                    ))
-                })?;
-                flops = flops.saturating_add(w.1);
-                // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never
-                // goes to HBM.
-                let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
-                let out_dma = if stays {
-                    sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
-                } else {
-                    0.0
-                };
-                let resident =
-                    |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
-                let residency = Residency {
-                    lhs: resident(node.operands.first()),
-                    rhs: resident(node.operands.get(1)),
-                };
-                let (w, residency) = super::matvec::skinny_transposed(w.0, residency);
-                mxu.push((w, out_dma, residency));
+                let (pass, f) = mxu_pass(g, k, m, sizer, chip, hp, in_vmem)?;
+                flops = flops.saturating_add(f);
+                mxu.push(pass);
             }
             OpClass::Unmodelled => {
                 *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
@@ -556,7 +541,7 @@ fn cost_kernel(
         .iter()
         .copied()
         .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
-    if let (Some(dot), [(w, _, _)]) = (dot, mxu.as_slice()) {
+    if let (Some(dot), [MxuPass { work: w, .. }]) = (dot, mxu.as_slice()) {
         let b = (in_bytes, out_bytes, unpadded);
         if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
             return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
@@ -620,6 +605,58 @@ fn cost_kernel(
     })
 }
 
+/// One dot or convolution of an MXU kernel, as its window plan will run it.
+struct MxuPass {
+    /// Its work (transposed for skinny products).
+    work: MxuWork,
+    /// Cycles of writing its result that the plan counts but the kernel keeps on chip.
+    out_dma: f64,
+    /// Which operands are already on chip.
+    residency: Residency,
+    /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
+    spill: f64,
+}
+
+/// Dot or convolution `m` of MXU kernel `k` as its window plan will run it, with its FLOPs.
+fn mxu_pass(
+    g: &Graph<'_>,
+    k: &Group,
+    m: usize,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    in_vmem: &BTreeSet<usize>,
+) -> Result<(MxuPass, u64), HloError> {
+    let node = &g.nodes[m];
+    let w = mxu_work(g, node).ok_or_else(|| {
+        HloError::Unsupported(format!(
+            "`{}`: {} operands or attributes are not understood",
+            node.ins.name, node.ins.opcode
+        ))
+    })?;
+    // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never goes to HBM.
+    let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
+    let out_dma = if stays {
+        sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
+    } else {
+        0.0
+    };
+    let resident = |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
+    let residency = Residency {
+        lhs: resident(node.operands.first()),
+        rhs: resident(node.operands.get(1)),
+    };
+    let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
+    let pass = MxuPass {
+        work,
+        out_dma,
+        residency,
+        spill,
+    };
+    Ok((pass, w.1))
+}
+
 /// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
 /// kept in VMEM not written), or its fused vector work if longer, plus the epilogue results it writes to HBM;
 /// with what bounds it and its peak VMEM.
@@ -631,7 +668,7 @@ fn mxu_body(
     chip: &ChipModel,
     hp: &HloParams,
     in_vmem: &BTreeSet<usize>,
-    mxu: &[(MxuWork, f64, Residency)],
+    mxu: &[MxuPass],
     vpu: f64,
 ) -> Result<(f64, Bound, u64), HloError> {
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
@@ -647,11 +684,11 @@ fn mxu_body(
     // runs each dot's window plan in turn.
     let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
     let mut longest = 0.0;
-    for (w, out_dma, residency) in mxu {
-        let plan = plan_mxu_resident(w, &fused, *residency);
+    for pass in mxu {
+        let plan = plan_mxu_resident(&pass.work, &fused, pass.residency);
         // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
-        // never below the MXU's own cycles.
-        let body = (plan.body_cycles - out_dma).max(plan.mxu_cycles);
+        // never below the MXU's own cycles, nor below streaming the operands that cannot be on chip.
+        let body = (plan.body_cycles - pass.out_dma).max(plan.mxu_cycles).max(pass.spill);
         mxu_body += body;
         vmem = vmem.max(plan.vmem_bytes);
         if body > longest {
@@ -663,10 +700,13 @@ fn mxu_body(
     // intermediates, so no separate HBM term.
     // Results of the epilogue written to HBM (the exp of a softmax fused after its scores' dot): the
     // window plan does not stream them.
+    // A dynamic-update-slice writes only its update, in place ([`super::inplace`]).
+    let (_, updates) = super::inplace::in_place_updates(g, k);
     let mut epi = 0u64;
     for &o in &k.outputs {
         if !in_vmem.contains(&o) && !matches!(g.nodes[o].class, OpClass::Dot | OpClass::Convolution) {
-            epi = epi.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+            let written = updates.get(&o).copied().unwrap_or(o);
+            epi = epi.saturating_add(sizer.shape(&g.nodes[written].ins.shape)?.padded_bytes);
         }
     }
     let epi = epi as f64 / bw;
@@ -699,6 +739,8 @@ fn loop_body(
     blocks: Blocks,
     dma: f64,
 ) -> (f64, Bound) {
+    // Inputs read through slices stream only their windows (sizes already failed in `kernel_traffic` if bad).
+    let windowed = super::inplace::windowed_reads(g, k, sizer).unwrap_or_default();
     // Arrays at least half the largest one's size are streamed block by block with it.
     let full = |i: &usize| {
         sizer
@@ -709,14 +751,14 @@ fn loop_body(
     let streams = (k
         .inputs
         .iter()
-        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && full(i))
+        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && !windowed.contains_key(i) && full(i))
         .count()
         + k.outputs.iter().filter(|o| full(o)).count()) as f64;
     let streamed = k
         .inputs
         .iter()
         .chain(&k.outputs)
-        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && full(i));
+        .any(|i| !is_scalar_constant(&g.nodes[*i]) && !in_vmem.contains(i) && !windowed.contains_key(i) && full(i));
     let compute = if streamed {
         blocks
             .vpu

@@ -38,6 +38,7 @@ mod report;
 mod scalar;
 pub mod score;
 pub mod sharding;
+mod spill;
 pub mod spmd;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};

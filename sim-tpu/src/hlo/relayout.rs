@@ -23,7 +23,7 @@ use crate::tensorcore::ChipModel;
 use sim_core::layout::Shape;
 
 /// The copies the compiler adds before and after kernel `k` of the entry graph (convolution inputs and results,
-/// gathers' tables and rows).
+/// their windowing, gathers' tables and rows).
 pub(super) fn copies_around(
     g: &Graph<'_>,
     k: &Group,
@@ -31,14 +31,15 @@ pub(super) fn copies_around(
     chip: &ChipModel,
 ) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
     let (table, rows) = gather_copies(g, k, sizer, chip)?;
-    let before = conv_input_relayout(g, k, sizer, chip)?
-        .into_iter()
-        .chain(table)
-        .collect();
-    let after = conv_output_relayout(g, k, sizer, chip)?
-        .into_iter()
-        .chain(rows)
-        .collect();
+    let (mut before, mut after) = (Vec::new(), Vec::new());
+    if let Some((input, conv)) = small_batch_conv(g, k) {
+        before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+        before.push(relayout_kernel(g, input, sizer, chip, "pad")?);
+        after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
+    }
+    before.extend(table);
+    after.extend(conv_output_relayout(g, k, sizer, chip)?);
+    after.extend(rows);
     Ok((before, after))
 }
 
@@ -65,23 +66,30 @@ pub(super) fn conv_output_relayout(
     else {
         return Ok(None);
     };
-    relayout_kernel(g, out, sizer, chip).map(Some)
+    relayout_kernel(g, out, sizer, chip, "relayout").map(Some)
 }
 
-/// The relayout copy the compiler adds before a convolution reading a 16-bit activation straight from an entry
-/// parameter with a batch above 1 and images at least 8 wide: it moves the batch inside the spatial dimensions
-/// (`{3,2,0,1}`), where the 16-bit rows pack in pairs. Evidence (compiler corpus, conv family, every chip): the
-/// bf16 programs with N > 1 and W >= 28 (conv.000, .009, .018, .026) copy the input first (conv.026 on v5e:
-/// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles); the f32 one (conv.011, N 9, W 17) and the 7-wide one
-/// (conv.008) do not, nor the N = 1 ones (conv.025, .031).
-pub(super) fn conv_input_relayout(
-    g: &Graph<'_>,
-    k: &Group,
-    sizer: &Sizer,
-    chip: &ChipModel,
-) -> Result<Option<KernelCost>, HloError> {
+/// The relayout copy the compiler adds before a convolution reading an activation straight from an entry
+/// parameter, when the batch is below one sublane tile (N <= 7) and the images are at least 8 wide: it moves the
+/// batch inside the spatial dimensions (`{3,2,0,1}`). A batch of 8 or more fills the tile's rows itself and is
+/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead.
+/// Evidence (compiler corpus, conv family, 28 programs on every chip): the copy is there for N 1-7 and W >= 14 in
+/// bf16 and f32 (conv.000, .004, .005 f32, .009, .013, .016, .018, .020, .024, .026, .031, .032; conv.026 on v5e:
+/// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles) and absent for N 9-56 (conv.006, .007, .011, .012, .021,
+/// .028, .033, .035: one convolution fusion, e.g. conv.033 on v6e, N 53, 24,634 cycles in all, where the copy
+/// would cost 199,000), for 7-wide images (conv.008, .015, .034) and for 1x1 stride-2 windows over an even width
+/// (conv.023, .025). Not matched: conv.010 (N 25, 112 wide, copied) and conv.019 (N 7 depthwise, not copied).
+///
+/// The same small-batch windowing pads the relayouted input to the window (a `pad` kernel, or a kLoop fusion of
+/// pad and an iota mask, over the input) and writes the result in the windowed layout, which a further copy and a
+/// kLoop `slice` fusion crop back to the output's width (one more pass over the result). Evidence: conv.013 on
+/// v6e (bf16 N 2, 224 wide, 3x3): input copy 146,280 cycles, pad 279,125 and its mask 96,215, convolution
+/// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
+/// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
+/// Returns (the input parameter, the convolution) when kernel `k` is such a convolution.
+fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
     if k.kind != KernelKind::Mxu {
-        return Ok(None);
+        return None;
     }
     for &m in &k.members {
         let n = &g.nodes[m];
@@ -101,11 +109,11 @@ pub(super) fn conv_input_relayout(
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
-        if x.ins.opcode == "parameter" && a.element_type.bit_width() == 16 && batch > 1 && width >= 8 {
-            return relayout_kernel(g, input, sizer, chip).map(Some);
+        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 && !strided_pointwise(n, width) {
+            return Some((input, m));
         }
     }
-    Ok(None)
+    None
 }
 
 /// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into
@@ -132,13 +140,20 @@ pub(super) fn gather_copies(
         return Ok((None, None));
     }
     Ok((
-        Some(relayout_kernel(g, table, sizer, chip)?),
-        Some(relayout_kernel(g, k.anchor, sizer, chip)?),
+        Some(relayout_kernel(g, table, sizer, chip, "relayout")?),
+        Some(relayout_kernel(g, k.anchor, sizer, chip, "relayout")?),
     ))
 }
 
-/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements.
-fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> Result<KernelCost, HloError> {
+/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements; named
+/// `<v>.<what>`.
+fn relayout_kernel(
+    g: &Graph<'_>,
+    v: usize,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    what: &str,
+) -> Result<KernelCost, HloError> {
     let node = &g.nodes[v];
     let s = sizer.shape(&node.ins.shape)?;
     let elem_bytes = match &node.ins.shape {
@@ -159,7 +174,7 @@ fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> 
     let t = time_kernel(&kernel, chip);
     let hbm = s.padded_bytes.saturating_mul(2);
     Ok(KernelCost {
-        name: format!("{}.relayout", node.ins.name),
+        name: format!("{}.{what}", node.ins.name),
         kind: KernelKind::Loop,
         instructions: Vec::new(),
         cycles: t.cycles,
@@ -173,6 +188,29 @@ fn relayout_kernel(g: &Graph<'_>, v: usize, sizer: &Sizer, chip: &ChipModel) -> 
         // A copy the compiler adds computes no value of the module: a collective never waits on it.
         nodes: Vec::new(),
     })
+}
+
+/// Largest batch that does not fill the rows of one (8, 128) tile.
+const MAX_UNTILED_BATCH: i64 = 7;
+
+/// Whether convolution `n` has a 1x1 window whose stride (above 1) divides the image width `width`: the compiler
+/// subsamples its input with a strided slice rather than relayouting it.
+fn strided_pointwise(n: &super::graph::Node<'_>, width: i64) -> bool {
+    let Some(window) = n.ins.attr("window") else {
+        return false;
+    };
+    let field = |key: &str| -> Vec<i64> {
+        window
+            .trim_matches(|c| c == '{' || c == '}')
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(key))
+            .map(|v| v.split('x').filter_map(|d| d.parse().ok()).collect())
+            .unwrap_or_default()
+    };
+    let (size, stride) = (field("size="), field("stride="));
+    let pointwise = !size.is_empty() && size.iter().all(|&s| s == 1);
+    let step = stride.last().copied().unwrap_or(1);
+    pointwise && step > 1 && width % step == 0
 }
 
 fn rank(s: &Shape) -> usize {
