@@ -103,10 +103,13 @@ fn doubled_clock_halves_compute_time_and_doubles_stream_cycles_everywhere() {
     // By hand: the clock is 1045 MHz x 2100 / 1050 = 2090 MHz. An MXU-bound kernel takes the same
     // cycles (to 1%: its windows' HBM fill is twice as many cycles) in half the time; an HBM-bound
     // one the same time in twice the cycles.
+    // Since the refit on the op corpus, v4's matmul result leaves at the fitted matmul stream rate (422.9 B
+    // per cycle in `calibration.json`), and at most that write (4096 x 4096 x 2 B / 422.9 = 79,340 cycles)
+    // is exposed past the MXU passes: only those cycles may double.
     let (c0, t0) = op(SQUARE, &base);
     let (c1, t1) = op(SQUARE, &fast);
-    assert!((ratio(c1, c0) - 1.0).abs() < 0.01, "{c0} -> {c1}");
-    assert!((t1 / t0 - 0.5).abs() < 0.005, "{t0} -> {t1}");
+    assert!(c1 >= c0 && c1 - c0 <= 79_340, "{c0} -> {c1}");
+    assert!((t1 / t0 - 0.5 * ratio(c1, c0)).abs() < 0.001, "{t0} -> {t1}");
     let (n0, u0) = op(NARROW, &base);
     let (n1, u1) = op(NARROW, &fast);
     assert!((1.8..=2.0).contains(&ratio(n1, n0)), "{n0} -> {n1}");
@@ -115,7 +118,10 @@ fn doubled_clock_halves_compute_time_and_doubles_stream_cycles_everywhere() {
     let r_hlo = ratio(hlo(&m, &fast), hlo(&m, &base));
     assert!((r_hlo / ratio(n1, n0) - 1.0).abs() < 0.02, "hlo x{r_hlo}");
     let sq = dot_module(4096, 4096, 4096);
-    assert!((ratio(hlo(&sq, &fast), hlo(&sq, &base)) - ratio(c1, c0)).abs() < 0.01);
+    // `hlo` keeps the result in the epilogue, hidden under the MXU passes: its kernel moves by no more
+    // than the op model's exposed write (the same 79,340-cycle bound).
+    let (h0, h1) = (hlo(&sq, &base), hlo(&sq, &fast));
+    assert!(h1 >= h0 && h1 - h0 <= 79_340, "hlo {h0} -> {h1}, op {c0} -> {c1}");
     assert_run_matches_op(&fast);
     // The step's TensorCore runs at the same clock as the kernels are costed in.
     let w = Workload::preset("dlrm-criteo").unwrap();
@@ -128,10 +134,19 @@ fn doubled_mxus_halve_mxu_bound_kernels_everywhere() {
     let wide = json!({"mxus_per_tensorcore": 8});
     // By hand: 4096^3 MACs over 4 MXUs of 128 x 128 is 1,048,576 passes' worth of cycles; with 8
     // MXUs half that. The launch and the first window's fill do not halve, so a little over 0.5.
-    let r_op = ratio(op(SQUARE, &wide).0, op(SQUARE, &base).0);
+    let (o0, o1) = (op(SQUARE, &base).0, op(SQUARE, &wide).0);
+    let r_op = ratio(o1, o0);
     assert!((0.5..=0.56).contains(&r_op), "op x{r_op}");
+    // The same MXU cycles leave both models: the kernels' fixed parts (launch, epilogue) differ by each
+    // model's fitted factors, so the cycles saved, not the ratios, are what must agree. They agree to 3%,
+    // not exactly: `hlo` keeps the result's DMA out of the window plan (`mxu_body`), so how much of that
+    // 32 MiB write the halved MXU passes still hide differs by a few percent of the saving.
     let sq = dot_module(4096, 4096, 4096);
-    let r_hlo = ratio(hlo(&sq, &wide), hlo(&sq, &base));
-    assert!((r_hlo / r_op - 1.0).abs() < 0.02, "hlo x{r_hlo} vs op x{r_op}");
+    let (h0, h1) = (hlo(&sq, &base), hlo(&sq, &wide));
+    let (saved_op, saved_hlo) = (o0 - o1, h0 - h1);
+    assert!(
+        (ratio(saved_hlo, saved_op) - 1.0).abs() < 0.03,
+        "hlo saves {saved_hlo} cycles, op {saved_op}"
+    );
     assert_run_matches_op(&wide);
 }
