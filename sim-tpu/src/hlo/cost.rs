@@ -609,8 +609,6 @@ fn cost_kernel(
 struct MxuPass {
     /// Its work (transposed for skinny products).
     work: MxuWork,
-    /// Cycles of writing its result that the plan counts but the kernel keeps on chip.
-    out_dma: f64,
     /// Which operands are already on chip.
     residency: Residency,
     /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
@@ -636,21 +634,16 @@ fn mxu_pass(
     })?;
     // A result consumed inside the kernel (scores reduced by a softmax), or written to VMEM, never goes to HBM.
     let stays = !k.outputs.contains(&m) || in_vmem.contains(&m);
-    let out_dma = if stays {
-        sizer.shape(&node.ins.shape)?.padded_bytes as f64 / chip.hbm.op_stream_bytes_per_cycle.max(1e-9)
-    } else {
-        0.0
-    };
     let resident = |o: Option<&usize>| o.is_some_and(|&o| operand_resident(g, k, o, sizer, in_vmem).unwrap_or(false));
     let residency = Residency {
         lhs: resident(node.operands.first()),
         rhs: resident(node.operands.get(1)),
+        out: stays,
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
     let pass = MxuPass {
         work,
-        out_dma,
         residency,
         spill,
     };
@@ -686,9 +679,9 @@ fn mxu_body(
     let mut longest = 0.0;
     for pass in mxu {
         let plan = plan_mxu_resident(&pass.work, &fused, pass.residency);
-        // The window plan writes every result to HBM; take that DMA off for results kept in VMEM,
-        // never below the MXU's own cycles, nor below streaming the operands that cannot be on chip.
-        let body = (plan.body_cycles - pass.out_dma).max(plan.mxu_cycles).max(pass.spill);
+        // The window plan writes no result kept in VMEM (`Residency::out`), so the plan it picks is the
+        // best one without that traffic; never below streaming the operands that cannot be on chip.
+        let body = plan.body_cycles.max(pass.spill);
         mxu_body += body;
         vmem = vmem.max(plan.vmem_bytes);
         if body > longest {

@@ -79,6 +79,7 @@ pub(super) fn skinny_transposed(w: MxuWork, residency: Residency) -> (MxuWork, R
         Residency {
             lhs: residency.rhs,
             rhs: residency.lhs,
+            out: residency.out,
         },
     )
 }

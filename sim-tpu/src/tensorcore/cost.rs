@@ -281,6 +281,8 @@ pub struct Residency {
     pub lhs: bool,
     /// The right-hand (weight) operand.
     pub rhs: bool,
+    /// The result: kept on chip for a consumer in the same program (VMEM), so its windows are never written to HBM.
+    pub out: bool,
 }
 
 /// The operand of a standalone matmul or convolution the compiler prefetches on chip before the program starts
@@ -307,7 +309,11 @@ pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
     } else {
         return Residency::default();
     };
-    Residency { lhs: !rhs, rhs }
+    Residency {
+        lhs: !rhs,
+        rhs,
+        out: false,
+    }
 }
 
 /// [`plan_mxu`] for operands some of which are VMEM-resident.
@@ -396,8 +402,9 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
                 // does not change between consecutive iterations is not fetched again.
                 let x_fetches = if nm == 1 && nk == 1 { 1 } else { nn * nm * nk };
                 let w_fetches = if nk == 1 { nn } else { nn * nm * nk };
+                let o_hbm = if resident.out { 0.0 } else { o_bytes };
                 let dma_bytes = w.batch.div_ceil(tb) as f64
-                    * (x_fetches as f64 * x_hbm + w_fetches as f64 * w_hbm + (nn * nm) as f64 * o_bytes);
+                    * (x_fetches as f64 * x_hbm + w_fetches as f64 * w_hbm + (nn * nm) as f64 * o_hbm);
                 let dma_iter = dma_bytes / iterations as f64 / bw;
                 // The MXU and the epilogue (result drain, accumulate, convert) overlap only partly.
                 let compute_iter = mxu_iter.max(vpu_iter) + p.mm_epilogue_serial * mxu_iter.min(vpu_iter);
