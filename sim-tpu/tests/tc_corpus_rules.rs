@@ -115,7 +115,14 @@ fn v4_reads_a_weight_prefetched_into_cmem_without_streaming_it() {
     let Work::Mxu(w) = &ks[0].work else {
         panic!("expected an MXU kernel")
     };
-    assert_eq!(prefetched(w, ks[0].in_bytes, &v4), Residency { lhs: false, rhs: true, out: false });
+    assert_eq!(
+        prefetched(w, ks[0].in_bytes, &v4),
+        Residency {
+            lhs: false,
+            rhs: true,
+            out: false
+        }
+    );
     let c = cost(&op, &v4).unwrap().cycles;
     assert!(c < 50_196 / 2, "{c}");
     assert!(error(c, 8_566) < 0.5, "pred {c} vs compiler 8,566");
@@ -124,7 +131,14 @@ fn v4_reads_a_weight_prefetched_into_cmem_without_streaming_it() {
     let Work::Mxu(w) = &ks[0].work else {
         panic!("expected an MXU kernel")
     };
-    assert_eq!(prefetched(w, ks[0].in_bytes, &v4), Residency { lhs: true, rhs: false, out: false });
+    assert_eq!(
+        prefetched(w, ks[0].in_bytes, &v4),
+        Residency {
+            lhs: true,
+            rhs: false,
+            out: false
+        }
+    );
 }
 
 #[test]
@@ -153,5 +167,12 @@ fn an_operand_of_exactly_the_prefetch_budget_is_not_prefetched() {
     let Work::Mxu(w) = &ks[0].work else {
         panic!("expected an MXU kernel")
     };
-    assert_eq!(prefetched(w, ks[0].in_bytes, &t7), Residency { lhs: true, rhs: false, out: false });
+    assert_eq!(
+        prefetched(w, ks[0].in_bytes, &t7),
+        Residency {
+            lhs: true,
+            rhs: false,
+            out: false
+        }
+    );
 }

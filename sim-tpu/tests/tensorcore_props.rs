@@ -150,7 +150,15 @@ fn resident_operands_save_their_hbm_traffic() {
         let mxu = 2.0 * 262_144.0 * 512.0 * 128.0 / peak;
         assert!(x_dma + out_dma > mxu, "{name}: the shape is meant to be DMA-bound");
         let standalone = plan_mxu(&w, &chip);
-        let resident = plan_mxu_resident(&w, &chip, Residency { lhs: true, rhs: false, out: false });
+        let resident = plan_mxu_resident(
+            &w,
+            &chip,
+            Residency {
+                lhs: true,
+                rhs: false,
+                out: false,
+            },
+        );
         let saved = standalone.body_cycles - resident.body_cycles;
         // Refitted without the held-out op cases, v4's and tpu7x's MXU constants sit at fit bounds (the
         // calibration ledger lists them: v4's stream rate at 2.5x the compiler's HBM rate, tpu7x's per-iteration
@@ -171,7 +179,15 @@ fn resident_operands_save_their_hbm_traffic() {
             saved <= 1.05 * x_dma,
             "{name}: saved {saved:.0}, more than {x_dma:.0} DMA cycles"
         );
-        let both = plan_mxu_resident(&w, &chip, Residency { lhs: true, rhs: true, out: false });
+        let both = plan_mxu_resident(
+            &w,
+            &chip,
+            Residency {
+                lhs: true,
+                rhs: true,
+                out: false,
+            },
+        );
         assert!(both.body_cycles <= resident.body_cycles, "{name}");
         assert!(both.body_cycles >= both.mxu_cycles, "{name}");
     }

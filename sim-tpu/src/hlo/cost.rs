@@ -642,11 +642,7 @@ fn mxu_pass(
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
-    let pass = MxuPass {
-        work,
-        residency,
-        spill,
-    };
+    let pass = MxuPass { work, residency, spill };
     Ok((pass, w.1))
 }
 
