@@ -27,15 +27,36 @@ fn the_larger_operand_is_prefetched_when_it_fits_else_the_smaller() {
     // bf16 [8, 4096] x [4096, 4096]: weight 4096 x 4096 x 2 B = 32 MiB <= 112 MiB (VMEM 128 less the 16 MiB
     // scoped window): the weight is prefetched.
     let (w, inb) = mxu_of(&matmul(8, 4096, 4096, "bfloat16"), &v5e);
-    assert_eq!(prefetched(&w, inb, &v5e), Residency { lhs: false, rhs: true });
+    assert_eq!(
+        prefetched(&w, inb, &v5e),
+        Residency {
+            lhs: false,
+            rhs: true,
+            out: false
+        }
+    );
     // [8, 8192] x [8192, 16384]: weight 256 MiB does not fit; the activation (8 x 8192 x 2 B = 128 KiB) does.
     let (w, inb) = mxu_of(&matmul(8, 8192, 16384, "bfloat16"), &v5e);
-    assert_eq!(prefetched(&w, inb, &v5e), Residency { lhs: true, rhs: false });
+    assert_eq!(
+        prefetched(&w, inb, &v5e),
+        Residency {
+            lhs: true,
+            rhs: false,
+            out: false
+        }
+    );
     // tpu7x's budget is 32 MiB (64 MiB VMEM less a 32 MiB window): a 48 MiB weight [4096 x 6144] is not
     // prefetched, the 64 KiB activation is.
     let t7 = ChipModel::preset("tpu7x").unwrap();
     let (w, inb) = mxu_of(&matmul(8, 4096, 6144, "bfloat16"), &t7);
-    assert_eq!(prefetched(&w, inb, &t7), Residency { lhs: true, rhs: false });
+    assert_eq!(
+        prefetched(&w, inb, &t7),
+        Residency {
+            lhs: true,
+            rhs: false,
+            out: false
+        }
+    );
 }
 
 #[test]
