@@ -4,18 +4,17 @@
 //! 90th percentile <= 40% on every chip, where error = max(pred/est, est/pred) - 1. Also checks padded operand
 //! bytes against the compiler's memory analysis (on every record: bytes are not fitted).
 
-use std::io::Read;
-
-use sim_tpu::tensorcore::calibration::{compare, grouped, parse_records, report, stats, CalibRecord, HELDOUT_PERCENT};
+use sim_tpu::tensorcore::calibration::{compare, grouped, report, stats, CalibRecord, HELDOUT_PERCENT};
 use sim_tpu::tensorcore::{cost, Calibration, ChipModel, CHIP_NAMES};
 
+mod support;
+
+fn root() -> &'static std::path::Path {
+    std::path::Path::new(concat!(env!("CARGO_MANIFEST_DIR"), "/.."))
+}
+
 fn records() -> Vec<CalibRecord> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/tc_records.jsonl.gz");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&std::fs::read(path).expect("read testdata")[..])
-        .read_to_string(&mut text)
-        .expect("gunzip");
-    parse_records(&text).expect("parse records")
+    support::records::op_sample_records(root()).expect("op sample records")
 }
 
 #[test]
@@ -52,12 +51,7 @@ fn meets_error_targets_on_every_chip() {
 }
 
 fn corpus_records() -> Vec<CalibRecord> {
-    let path = concat!(env!("CARGO_MANIFEST_DIR"), "/../testdata/ops/corpus_records.jsonl.gz");
-    let mut text = String::new();
-    flate2::read::GzDecoder::new(&std::fs::read(path).expect("read testdata")[..])
-        .read_to_string(&mut text)
-        .expect("gunzip");
-    parse_records(&text).expect("parse records")
+    support::records::op_corpus_records(root()).expect("op corpus records")
 }
 
 /// The corpus's op records (skinny, decode and matrix-vector matmuls, stride-2 and VALID convolutions,

@@ -60,13 +60,18 @@ pub fn hlo_text(root: &Path, name: &str) -> Option<String> {
 /// (`testdata/ops/corpus_records.jsonl.gz`); the op constants are fitted on both files' random fit part.
 pub fn op_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
     let mut out = op_sample_records(root)?;
-    out.extend(read_op_records(root, "testdata/ops/corpus_records.jsonl.gz")?);
+    out.extend(op_corpus_records(root)?);
     Ok(out)
 }
 
 /// The op sample alone (`testdata/ops/tc_records.jsonl.gz`).
 pub fn op_sample_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
     read_op_records(root, "testdata/ops/tc_records.jsonl.gz")
+}
+
+/// The corpus's op records alone (`testdata/ops/corpus_records.jsonl.gz`).
+pub fn op_corpus_records(root: &Path) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
+    read_op_records(root, "testdata/ops/corpus_records.jsonl.gz")
 }
 
 fn read_op_records(root: &Path, name: &str) -> Result<Vec<CalibRecord>, Box<dyn std::error::Error>> {
