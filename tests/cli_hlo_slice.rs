@@ -7,9 +7,16 @@ use common::{tpusim, tpusim_json as json};
 
 const OVERLAP: &str = "testdata/shard/allreduce_overlap.hlo.txt";
 
+/// `tpusim hlo OVERLAP --chip v5p --slice 2x2x1 --json` with `extra` arguments, parsed.
+fn overlap_json(extra: &[&str]) -> serde_json::Value {
+    let mut args = vec!["hlo", OVERLAP, "--chip", "v5p", "--slice", "2x2x1", "--json"];
+    args.extend_from_slice(extra);
+    json(&args)
+}
+
 #[test]
 fn slice_json_has_collectives_and_the_step() {
-    let v = json(&["hlo", OVERLAP, "--chip", "v5p", "--slice", "2x2x1", "--json"]);
+    let v = overlap_json(&[]);
     let c = &v["collectives"][0];
     for k in [
         "kind",
@@ -35,34 +42,14 @@ fn slice_json_has_collectives_and_the_step() {
     }
     assert_eq!(v["slice"]["chips"], 4);
     // Halving the link bandwidth doubles the bandwidth term (to within a cycle of rounding).
-    let slow = json(&[
-        "hlo",
-        OVERLAP,
-        "--chip",
-        "v5p",
-        "--slice",
-        "2x2x1",
-        "--json",
-        "--set",
-        "chip.ici_bytes_per_s_per_link=45e9",
-    ]);
+    let slow = overlap_json(&["--set", "chip.ici_bytes_per_s_per_link=45e9"]);
     let (a, b) = (
         c["bandwidth_cycles"].as_i64().unwrap(),
         slow["collectives"][0]["bandwidth_cycles"].as_i64().unwrap(),
     );
     assert!((b - 2 * a).abs() <= 1, "{a} {b}");
     // A 5 us hop: 4 hops + 1 us launch = 21 us of latency.
-    let hop = json(&[
-        "hlo",
-        OVERLAP,
-        "--chip",
-        "v5p",
-        "--slice",
-        "2x2x1",
-        "--json",
-        "--set",
-        "chip.ici_hop_latency_ns=5000",
-    ]);
+    let hop = overlap_json(&["--set", "chip.ici_hop_latency_ns=5000"]);
     assert_eq!(
         hop["collectives"][0]["latency_cycles"],
         (21e-6f64 * 1503e6).round() as i64
@@ -78,17 +65,7 @@ fn without_slice_the_report_is_unchanged() {
 
 #[test]
 fn mesh_names_the_axes() {
-    let v = json(&[
-        "hlo",
-        OVERLAP,
-        "--chip",
-        "v5p",
-        "--slice",
-        "2x2x1",
-        "--mesh",
-        "data=1,model=4",
-        "--json",
-    ]);
+    let v = overlap_json(&["--mesh", "data=1,model=4"]);
     assert_eq!(v["collectives"][0]["mesh_axes"], serde_json::json!(["model"]));
     let (code, _, err) = tpusim(&["hlo", OVERLAP, "--chip", "v5p", "--slice", "2x2x1", "--mesh", "data=8"]);
     assert_eq!(code, 2);
