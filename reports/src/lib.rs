@@ -29,6 +29,7 @@ use plotters::style::text_anchor::{HPos, Pos, VPos};
 use sim_core::recorder::{Recorder, Span};
 use sim_core::summary::RunSummary;
 use sim_core::tag::{SpanTag, Stage, Unit};
+use sim_core::time::merged_intervals;
 
 use plot::{err, font, Axis, Figure, PlotError, Swatch, PALETTE};
 
@@ -69,25 +70,12 @@ pub fn stage_bars(rec: &Recorder) -> BTreeMap<(usize, i64), Vec<(u64, u64)>> {
             spans.entry((row, step)).or_default().push((s.start.0, s.end.0));
         }
     }
-    spans.into_iter().map(|(k, v)| (k, merged(v))).collect()
-}
-
-/// `v`'s intervals merged where they touch or overlap, in time order.
-fn merged(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(l) if a <= l.1 => l.1 = l.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
+    spans.into_iter().map(|(k, v)| (k, merged_intervals(v))).collect()
 }
 
 /// Merged intervals when HBM moved anything.
 fn hbm_busy(rec: &Recorder) -> Vec<(u64, u64)> {
-    merged(
+    merged_intervals(
         rec.spans
             .iter()
             .filter(|s| s.tag.is_some_and(|t| t.unit == Unit::Hbm) && s.end > s.start)

@@ -92,3 +92,29 @@ mod tests {
         assert_eq!(c.cycles_to_time(1050), SimTime(1_000_000));
     }
 }
+
+/// Intervals `(start, end)` in ps, merged where they touch or overlap, in time order: the busy time of a
+/// unit whose spans may overlap (busy fractions, the Gantt, contention all count time this way).
+pub fn merged_intervals(mut v: Vec<(u64, u64)>) -> Vec<(u64, u64)> {
+    v.sort_unstable();
+    let mut out: Vec<(u64, u64)> = Vec::new();
+    for (a, b) in v {
+        match out.last_mut() {
+            Some(l) if a <= l.1 => l.1 = l.1.max(b),
+            _ => out.push((a, b)),
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod interval_tests {
+    use super::merged_intervals;
+
+    #[test]
+    fn touching_and_overlapping_intervals_merge_disjoint_ones_stay() {
+        let v = vec![(10, 20), (0, 5), (5, 8), (15, 30), (40, 41)];
+        assert_eq!(merged_intervals(v), vec![(0, 8), (10, 30), (40, 41)]);
+        assert!(merged_intervals(vec![]).is_empty());
+    }
+}

@@ -7,6 +7,7 @@ use std::collections::BTreeMap;
 
 use sim_core::recorder::{Recorder, Span};
 use sim_core::tag::{Stage, Unit};
+use sim_core::time::merged_intervals;
 
 /// A bandwidth stages can share.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, PartialOrd, Ord, Hash)]
@@ -35,18 +36,6 @@ pub type Overlaps = BTreeMap<(Shared, Stage, Stage), u64>;
 type Intervals = Vec<(u64, u64)>;
 /// A unit and a stage on it.
 type UnitStage = (Unit, Stage);
-
-fn merged(mut v: Intervals) -> Vec<(u64, u64)> {
-    v.sort_unstable();
-    let mut out: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in v {
-        match out.last_mut() {
-            Some(l) if a <= l.1 => l.1 = l.1.max(b),
-            _ => out.push((a, b)),
-        }
-    }
-    out
-}
 
 /// Length of the intersection of two sorted, disjoint interval lists.
 fn intersection(a: &[(u64, u64)], b: &[(u64, u64)]) -> u64 {
@@ -90,7 +79,7 @@ pub fn overlaps(rec: &Recorder, steps: u64) -> Overlaps {
             per.entry((t.unit, stage)).or_default().push((a, b));
         }
     }
-    let per: Vec<(UnitStage, Intervals)> = per.into_iter().map(|(k, v)| (k, merged(v))).collect();
+    let per: Vec<(UnitStage, Intervals)> = per.into_iter().map(|(k, v)| (k, merged_intervals(v))).collect();
     let mut out = Overlaps::new();
     for (x, ((ua, sa), a)) in per.iter().enumerate() {
         for ((ub, sb), b) in &per[x + 1..] {

@@ -7,6 +7,7 @@ use sim_core::engine::{ResourceId, RunResult as EngineRun, TaskId};
 use sim_core::recorder::{Recorder, Span};
 use sim_core::summary::BusyFraction;
 use sim_core::tag::Unit;
+use sim_core::time::merged_intervals;
 
 use super::graph::{Stage, StepGraph};
 use super::resolve::Plan;
@@ -248,21 +249,13 @@ fn utilisation(rec: &Recorder, threads: &[String], bytes_per_s: u64, window: (u6
 }
 
 fn intervals(spans: &[Span], pred: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> Vec<(u64, u64)> {
-    let mut v: Vec<(u64, u64)> = spans
+    let v: Vec<(u64, u64)> = spans
         .iter()
         .filter(|s| pred(s))
         .map(|s| (s.start.0.max(window.0), s.end.0.min(window.1)))
         .filter(|(a, b)| b > a)
         .collect();
-    v.sort_unstable();
-    let mut merged: Vec<(u64, u64)> = Vec::new();
-    for (a, b) in v {
-        match merged.last_mut() {
-            Some(last) if a <= last.1 => last.1 = last.1.max(b),
-            _ => merged.push((a, b)),
-        }
-    }
-    merged
+    merged_intervals(v)
 }
 
 fn union_in(spans: &[Span], pred: &dyn Fn(&Span) -> bool, window: (u64, u64)) -> u64 {
