@@ -87,6 +87,10 @@ proptest! {
         let stacks = if stacked { vec![tables.iter().map(|t| t.name.clone()).collect()] } else { vec![] };
         let mut features = Vec::new();
         let mut members = Vec::new();
+        // skewed_id draws 0..4 for a third of ids, so a table under 4 rows gets ids past its
+        // vocabulary without a flaw: the reference accepts those in the padded rows, streaming
+        // documents leaving them to it.
+        let mut past_vocab = false;
         for (i, &v) in vocabs.iter().enumerate() {
             // Two features on the first table; skewed ids so columns repeat within a row.
             for k in 0..if i == 0 { 2 } else { 1 } {
@@ -101,6 +105,7 @@ proptest! {
                         _ => {}
                     }
                 }
+                past_vocab |= values.iter().any(|&x| x as u64 >= v);
                 features.push(FeatureSpec { name: name.clone(), table: format!("t{i}"), input_shape: vec![rows as u64, valency as u64] });
                 members.push((format!("{name}.npy"), npy_i32(rows, valency, &values)));
             }
@@ -127,8 +132,9 @@ proptest! {
             (Ok(r), Some(Ok(s))) => prop_assert_eq!(stats(r), stats(&s)),
             (Err(a), Some(Err(b))) => prop_assert_eq!(a, &b),
             (_, None) => {
-                // Left to the reference path: a flaw, a batch it refuses, or a COO buffer too small.
-                prop_assert!(flaw != 0 || extra_rows != 0 || reference.is_err() || suggested.is_some() || mb,
+                // Left to the reference path: a flaw, an id past its vocabulary, a batch it refuses,
+                // or a COO buffer too small.
+                prop_assert!(flaw != 0 || past_vocab || extra_rows != 0 || reference.is_err() || suggested.is_some() || mb,
                     "a plain input was not streamed: {:?}", reference.map(|_| ()));
             }
             (r, Some(s)) => prop_assert!(false, "reference {:?} vs streamed {:?}", r.as_ref().map(|_| ()), s.map(|_| ())),

@@ -5,8 +5,9 @@
 //!
 //! What it does not cover it leaves to the caller, who reads the file whole instead: deflated or
 //! Fortran-ordered members, ragged ids, weights, arrays the spec does not name, id dropping, a
-//! stack the counting cannot settle (a column outside the stack, a COO buffer too small), and any
-//! malformed input, whose error the reference path then reports with its usual message.
+//! stack the counting cannot settle (a column outside the stack, a COO buffer too small), an id at
+//! or past its table's vocabulary (the reference path accepts those that land in the padded rows),
+//! and any malformed input, whose error the reference path then reports with its usual message.
 //!
 //! [`preprocess`]: super::preprocess
 
@@ -334,7 +335,7 @@ fn read_rows(
                 }
             }
             // The sign bits ORed and the largest id (vectorised): a negative id or one past the
-            // vocabulary is the reference path's error to report.
+            // vocabulary is the reference path's to judge (an error, or a padded row).
             let (sign, top) = ids.iter().fold((0i32, 0i32), |(a, b), &x| (a | x, b.max(x)));
             if sign < 0 || top as u64 >= m.vocab || !each(ids) {
                 return None;
