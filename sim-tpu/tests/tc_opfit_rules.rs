@@ -136,7 +136,10 @@ fn a_vpu_matrix_vector_product_has_the_compilers_kernels() {
         names(&mlp(1, 4096, 4096, "bfloat16"), &v5e),
         ["reduce", "loop fusion", "loop fusion", "reshape"]
     );
-    assert_eq!(names(&mlp(1, 4096, 4096, "float32"), &v5e), ["loop fusion", "loop fusion"]);
+    assert_eq!(
+        names(&mlp(1, 4096, 4096, "float32"), &v5e),
+        ["loop fusion", "loop fusion"]
+    );
 }
 
 #[test]
@@ -148,7 +151,12 @@ fn the_side_kernels_cost_a_launch_and_move_no_extra_hbm_bytes() {
     let c = cost(&op, &v5p).unwrap();
     let launch = v5p.params.launch_cycles.round() as u64;
     for k in [&c.kernels[0], &c.kernels[2]] {
-        assert!(k.cycles >= launch && k.cycles < launch + launch / 2, "{}: {}", k.name, k.cycles);
+        assert!(
+            k.cycles >= launch && k.cycles < launch + launch / 2,
+            "{}: {}",
+            k.name,
+            k.cycles
+        );
     }
     assert_eq!(c.hbm_bytes, 576_512 + 5_632);
     assert!(error(c.cycles, 9_095) < 0.20, "pred {} vs compiler 9,095", c.cycles);

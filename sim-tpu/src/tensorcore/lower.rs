@@ -383,31 +383,50 @@ struct VpuMatvec {
 }
 
 impl VpuMatvec {
-    fn kernels(&self, matrix: &PaddedArray, vector_bytes: u64, o: &PaddedArray, bias_bytes: u64, unpadded: u64) -> Vec<Kernel> {
+    fn kernels(
+        &self,
+        matrix: &PaddedArray,
+        vector_bytes: u64,
+        o: &PaddedArray,
+        bias_bytes: u64,
+        unpadded: u64,
+    ) -> Vec<Kernel> {
         let out_t = self.dtype.matmul_result();
         // A 1-D array of 32-bit elements and a multiple of 1,024 has the tiles of its unit-dim 2-D form.
         let bitcast = |dtype: Dtype, len: u64| dtype.bits() == 32 && len % VREG_ELEMENTS == 0;
-        let small = |name: &'static str, class: VpuClass, dtype: Dtype, len: u64, in_bytes: u64, out_bytes: u64| Kernel {
-            name,
-            work: Work::Vpu {
-                class,
-                blocks: tpu_padded(dtype, &[len]).elements() as f64 / VREG_ELEMENTS as f64,
-                elem_bytes: dtype.bytes(),
-            },
-            in_bytes,
-            out_bytes,
-            unpadded_bytes: 0,
-        };
+        let small =
+            |name: &'static str, class: VpuClass, dtype: Dtype, len: u64, in_bytes: u64, out_bytes: u64| Kernel {
+                name,
+                work: Work::Vpu {
+                    class,
+                    blocks: tpu_padded(dtype, &[len]).elements() as f64 / VREG_ELEMENTS as f64,
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes,
+                out_bytes,
+                unpadded_bytes: 0,
+            };
         let mut kernels = Vec::new();
         if !bitcast(self.dtype, self.len_k) {
-            kernels.push(small("reduce", VpuClass::Unary, self.dtype, self.len_k, vector_bytes, 0));
+            kernels.push(small(
+                "reduce",
+                VpuClass::Unary,
+                self.dtype,
+                self.len_k,
+                vector_bytes,
+                0,
+            ));
             if self.split_vector && self.dtype.bits() == 8 {
                 kernels.push(small("convert", VpuClass::Unary, self.dtype, self.len_k, 0, 0));
             }
         }
         let reshape = !bitcast(out_t, self.len_out);
         let in_place = reshape || self.mlp;
-        let vector_in = if bitcast(self.dtype, self.len_k) { vector_bytes } else { 0 };
+        let vector_in = if bitcast(self.dtype, self.len_k) {
+            vector_bytes
+        } else {
+            0
+        };
         kernels.push(Kernel {
             name: "loop fusion",
             work: Work::Vpu {
@@ -421,7 +440,14 @@ impl VpuMatvec {
         });
         if self.mlp {
             let out = if reshape { 0 } else { o.bytes() };
-            kernels.push(small("loop fusion", VpuClass::Binary, out_t, self.len_out, bias_bytes, out));
+            kernels.push(small(
+                "loop fusion",
+                VpuClass::Binary,
+                out_t,
+                self.len_out,
+                bias_bytes,
+                out,
+            ));
         }
         if reshape {
             kernels.push(small("reshape", VpuClass::Relayout, out_t, self.len_out, 0, o.bytes()));
