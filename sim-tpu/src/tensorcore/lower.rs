@@ -393,7 +393,7 @@ impl VpuMatvec {
     ) -> Vec<Kernel> {
         let out_t = self.dtype.matmul_result();
         // A 1-D array of 32-bit elements and a multiple of 1,024 has the tiles of its unit-dim 2-D form.
-        let bitcast = |dtype: Dtype, len: u64| dtype.bits() == 32 && len % VREG_ELEMENTS == 0;
+        let bitcast = |dtype: Dtype, len: u64| dtype.bits() == 32 && len.is_multiple_of(VREG_ELEMENTS);
         let small =
             |name: &'static str, class: VpuClass, dtype: Dtype, len: u64, in_bytes: u64, out_bytes: u64| Kernel {
                 name,
