@@ -164,7 +164,7 @@ fn a_softmax_over_scores_in_vmem_costs_its_vector_work_only() {
 
 /// A vector times a matrix, bf16 [1,1536] x [1536,768] (corpus program decode_matmul.003): on v4-v6e the
 /// compiler emits a multiply-reduce loop fusion, 12,365 of the program's 16,696 cycles on v6e; tpusim costs it
-/// as the op model's matrix-vector kernel, the same as `tpusim op` on that matmul, and within 10% of the
+/// as the op model's matrix-vector kernel, the same as `tpusim op`'s multiply-reduce on that matmul, and within 10% of the
 /// compiler's fusion (the MXU window plan gave 4,228, 3x under). tpu7x runs it on the MXU.
 #[test]
 fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
@@ -177,7 +177,11 @@ fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
         assert_eq!(c.kernels.len(), 1, "{chip}");
         assert_eq!(c.kernels[0].kind, KernelKind::Loop, "{chip}");
         let model = ChipModel::preset(chip).unwrap();
-        assert_eq!(c.total_cycles, cost(&op, &model).unwrap().cycles, "{chip}");
+        // The op model also costs the vector's reduce and the result's reshape the compiler emits around a
+        // standalone matrix-vector product; the fused multiply-reduce is its loop fusion.
+        let op_cost = cost(&op, &model).unwrap();
+        let multiply_reduce = op_cost.kernels.iter().find(|k| k.name == "loop fusion").unwrap();
+        assert_eq!(c.total_cycles, multiply_reduce.cycles, "{chip}");
     }
     let v6e = cost_on(text, "v6e").total_cycles as f64;
     assert!((v6e / 12_365.0).max(12_365.0 / v6e) - 1.0 < 0.1, "{v6e}");

@@ -102,6 +102,15 @@ pub struct TcParams {
     /// channel-minor, per 1024 elements of its (H, W, N, C) output (`lower::conv_input_relayout`).
     #[serde(default = "default_conv_input_relayout")]
     pub conv_input_relayout: f64,
+    /// Cycles the transpose unit takes per 128x128 block of a stationary MXU operand stored contracting-dim
+    /// minor (`lower::MxuLayout`), in parallel with the MXU: a window takes the slower of the two. Read off the
+    /// corpus's v4 decode matmuls whose weight is read from CMEM: a K-minor one costs 27-41 cycles per block
+    /// whatever the rows and the element type (C25.matmul.017, bf16 [512,24417]{0,1}, M 8: 28,437 cycles for
+    /// 764 blocks; .053, f32 [6400,523]{0,1}: 10,158 for 250; .019, the x bf16 [13464,768]{1,0} of a product
+    /// computed transposed, N 8: 17,663 for 636), where a K-major one costs 17-22 (.016, [2816,1663]{1,0}:
+    /// 6,392 for 286).
+    #[serde(default)]
+    pub mxu_weight_transpose_cycles: f64,
 }
 
 /// The starting point of `conv_input_relayout` for a calibration written before it existed: about the corpus's
@@ -149,6 +158,7 @@ impl TcParams {
             ("conv_factor", &mut self.conv_factor),
             ("mm_8bit_widen", &mut self.mm_8bit_widen),
             ("conv_input_relayout", &mut self.conv_input_relayout),
+            ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
         ]
     }
 }

@@ -4,6 +4,7 @@
 use serde::{Deserialize, Serialize};
 
 use super::chip::{ChipModel, TcParams};
+pub use super::lower::MxuLayout;
 use super::lower::{Kernel, MxuWork, VpuClass, Work};
 use super::spec::Dtype;
 
@@ -149,6 +150,11 @@ fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
 
 /// Times one kernel.
 pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
+    time_kernel_with(k, chip, MxuLayout::default())
+}
+
+/// [`time_kernel`] with the stationary operand's layout of an MXU kernel.
+pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, layout: MxuLayout) -> KernelCost {
     let p = &chip.params;
     let total_bytes = k.in_bytes + k.out_bytes;
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
@@ -183,7 +189,7 @@ pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
         Work::Mxu(w) => {
-            let plan = plan_mxu_resident(w, chip, prefetched(w, k.in_bytes, chip));
+            let plan = plan_mxu_layout(w, chip, prefetched(w, k.in_bytes, chip), layout);
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -318,6 +324,12 @@ pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
 
 /// [`plan_mxu`] for operands some of which are VMEM-resident.
 pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> MxuPlan {
+    plan_mxu_layout(w, chip, resident, MxuLayout::default())
+}
+
+/// [`plan_mxu_resident`] with the stationary operand's layout: a contracting-minor one is transposed block by
+/// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two.
+pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layout: MxuLayout) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -391,6 +403,12 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
                 let mxu_iter = tbf
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
                         + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
+                let xlu_iter = if layout.stationary_k_minor {
+                    tbf * tkb as f64 * n_passes / count * p.mxu_weight_transpose_cycles
+                } else {
+                    0.0
+                };
+                let mxu_iter = mxu_iter.max(xlu_iter);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
                 let widen = if w.dtype.bits() == 8 {
                     p.mm_8bit_widen * w1 * tbf / in_b / 1024.0

@@ -74,6 +74,16 @@ pub struct MxuWork {
     pub conv: bool,
 }
 
+/// How an MXU kernel's stationary operand (the one whose blocks are loaded into the MXU: the weight, or the
+/// activation of a product computed transposed) is laid out. The default is contracting-dim major, as the
+/// compiler lays out a `[K, N]` weight whose N fills the lanes.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct MxuLayout {
+    /// Contracting dim minor (`[K, N]{0,1}`, or `[M, K]{1,0}` read as the stationary operand of a transposed
+    /// product): each block goes through the transpose unit before it enters the MXU.
+    pub stationary_k_minor: bool,
+}
+
 /// One kernel of a lowered op.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Kernel {
@@ -257,6 +267,25 @@ fn transposed_result(b: u64, o: &PaddedArray) -> bool {
     b == 1 && o.order == [1, 0]
 }
 
+/// The layout of the stationary operand of an op's MXU kernel: for a rank-2 matmul the weight `[K, N]`, or the
+/// activation `[M, K]` when the product is computed transposed ([`transposed_result`]), contracting-dim minor
+/// when the compiler's entry layout puts K in the lanes. Batched matmuls and convolutions keep the default.
+pub(crate) fn mxu_layout(op: &Checked) -> MxuLayout {
+    let Checked::Matmul {
+        b: 1, m, k, n, dtype, ..
+    } = *op
+    else {
+        return MxuLayout::default();
+    };
+    let (x, w, o, _) = matmul_operands(1, m, k, n, dtype, false);
+    let stationary_k_minor = if transposed_result(1, &o) {
+        x.order == [0, 1]
+    } else {
+        w.order == [1, 0]
+    };
+    MxuLayout { stationary_k_minor }
+}
+
 fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {
     let flops = 2 * b * m * k * n;
     let (x, w, o, bias_bytes) = matmul_operands(b, m, k, n, dtype, mlp);
@@ -267,13 +296,19 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
     // M = 1 and K = 1 are not MXU work for the compiler (reduce and loop fusions on the VPU); nor is N = 1, the
     // matrix times a vector on the right (a multiply-reduce loop fusion over the matrix rows in every corpus op
     // record of v4-v6e, testdata/ops/corpus_records.jsonl.gz).
-    let work = if (m == 1 || n == 1) && b == 1 && !matvec_on_mxu(chip, dtype) {
-        Work::Vpu {
-            class: VpuClass::Matvec,
-            blocks: blocks(if m == 1 { &w } else { &x }),
-            elem_bytes: dtype.bytes(),
-        }
-    } else if k == 1 {
+    if (m == 1 || n == 1) && b == 1 && !matvec_on_mxu(chip, dtype) {
+        let matrix = if m == 1 { &w } else { &x };
+        let vector_bytes = if m == 1 { x.bytes() } else { w.bytes() };
+        let parts = VpuMatvec {
+            len_k: k,
+            len_out: m.max(n),
+            dtype,
+            mlp,
+            split_vector: chip.matvec_on_mxu,
+        };
+        return (parts.kernels(matrix, vector_bytes, &o, bias_bytes, unpadded), flops);
+    }
+    let work = if k == 1 {
         Work::Vpu {
             class: VpuClass::Outer,
             blocks: blocks(&o),
@@ -321,6 +356,104 @@ fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &
         });
     }
     (kernels, flops)
+}
+
+/// A matrix-vector product (M = 1 or N = 1) the compiler runs on the VPU, as the kernels it emits around the
+/// multiply-reduce loop fusion over the matrix. Evidence, every such op record (corpus C25.matmul.000-049 on
+/// v4-v6e, the op sample's O0x043/054/253/260):
+/// - the vector is first turned into the 1-D `[K]` the loop reads (a `reduce` over its unit dim, fused with a
+///   `convert` for 8-bit types: 600-2,900 cycles, the chip's launch cost), unless it is 32-bit with K a multiple
+///   of 1,024, when `[1, K]` and `[K]` have the same tiles and it is a bitcast (O00043: f32 K 4096, one kernel);
+///   on tpu7x, whose MXU takes the other types (`matvec_on_mxu`), an fp8 vector's reduce and convert are two
+///   kernels (C25.matmul.021/035/038/040@tpu7x);
+/// - the 1-D result is reshaped into `[1, N]` or `[M, 1]` by a `reshape` kernel under the same condition on the
+///   result (C25.matmul.049, f32 M 13,879: 1,890-2,973 cycles; O00054, s32 N 4,096: none);
+/// - an MLP layer's bias and activation are a loop fusion of their own (O00253/O00260).
+struct VpuMatvec {
+    /// Contracting length.
+    len_k: u64,
+    /// Result length.
+    len_out: u64,
+    /// Operand element type.
+    dtype: Dtype,
+    /// Whether a bias and activation follow.
+    mlp: bool,
+    /// Whether the vector's reduce and convert are two kernels.
+    split_vector: bool,
+}
+
+impl VpuMatvec {
+    fn kernels(
+        &self,
+        matrix: &PaddedArray,
+        vector_bytes: u64,
+        o: &PaddedArray,
+        bias_bytes: u64,
+        unpadded: u64,
+    ) -> Vec<Kernel> {
+        let out_t = self.dtype.matmul_result();
+        // A 1-D array of 32-bit elements and a multiple of 1,024 has the tiles of its unit-dim 2-D form.
+        let bitcast = |dtype: Dtype, len: u64| dtype.bits() == 32 && len.is_multiple_of(VREG_ELEMENTS);
+        let small =
+            |name: &'static str, class: VpuClass, dtype: Dtype, len: u64, in_bytes: u64, out_bytes: u64| Kernel {
+                name,
+                work: Work::Vpu {
+                    class,
+                    blocks: tpu_padded(dtype, &[len]).elements() as f64 / VREG_ELEMENTS as f64,
+                    elem_bytes: dtype.bytes(),
+                },
+                in_bytes,
+                out_bytes,
+                unpadded_bytes: 0,
+            };
+        let mut kernels = Vec::new();
+        if !bitcast(self.dtype, self.len_k) {
+            kernels.push(small(
+                "reduce",
+                VpuClass::Unary,
+                self.dtype,
+                self.len_k,
+                vector_bytes,
+                0,
+            ));
+            if self.split_vector && self.dtype.bits() == 8 {
+                kernels.push(small("convert", VpuClass::Unary, self.dtype, self.len_k, 0, 0));
+            }
+        }
+        let reshape = !bitcast(out_t, self.len_out);
+        let in_place = reshape || self.mlp;
+        let vector_in = if bitcast(self.dtype, self.len_k) {
+            vector_bytes
+        } else {
+            0
+        };
+        kernels.push(Kernel {
+            name: "loop fusion",
+            work: Work::Vpu {
+                class: VpuClass::Matvec,
+                blocks: blocks(matrix),
+                elem_bytes: self.dtype.bytes(),
+            },
+            in_bytes: matrix.bytes() + vector_in,
+            out_bytes: if in_place { 0 } else { o.bytes() },
+            unpadded_bytes: unpadded,
+        });
+        if self.mlp {
+            let out = if reshape { 0 } else { o.bytes() };
+            kernels.push(small(
+                "loop fusion",
+                VpuClass::Binary,
+                out_t,
+                self.len_out,
+                bias_bytes,
+                out,
+            ));
+        }
+        if reshape {
+            kernels.push(small("reshape", VpuClass::Relayout, out_t, self.len_out, 0, o.bytes()));
+        }
+        kernels
+    }
 }
 
 /// The copy that relays a convolution input out into the channel-minor order the MXU kernel reads, when the

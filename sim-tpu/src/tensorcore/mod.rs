@@ -79,12 +79,13 @@ pub fn kernels(op: &OpSpec, chip: &ChipModel) -> Result<Vec<lower::Kernel>, OpEr
 pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
     let (kernels, flops) = lower::lower(&checked, chip);
+    let layout = lower::mxu_layout(&checked);
     let mut hbm_bytes = 0;
     let mut hbm_bytes_unpadded = 0;
     let mut vmem_bytes = 0;
     let mut costs = Vec::with_capacity(kernels.len());
     for k in &kernels {
-        let kc = cost::time_kernel(k, chip);
+        let kc = cost::time_kernel_with(k, chip, layout);
         hbm_bytes += k.in_bytes + k.out_bytes;
         hbm_bytes_unpadded += k.unpadded_bytes;
         vmem_bytes = vmem_bytes.max(kc.vmem_bytes);
