@@ -94,12 +94,8 @@ fn target(
     let members: BTreeSet<usize> = mk.members.iter().copied().collect();
     for &i in &k.inputs {
         match producer.get(&i) {
-            Some(&p) if p == m => {
-                if after_reduction(g, i, &members) {
-                    return None;
-                }
-            }
-            Some(&p) if p >= m => return None,
+            Some(&p) if p == m && after_reduction(g, i, &members) => return None,
+            Some(&p) if p > m => return None,
             _ => {}
         }
     }

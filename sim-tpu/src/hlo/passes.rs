@@ -104,11 +104,7 @@ fn split(g: &Graph<'_>, k: Group) -> Vec<Group> {
                     Some(&po) if po < p && stored(o) => {
                         reads[p].insert(o);
                     }
-                    Some(&po) if po < p => {
-                        if sets[p].insert(o) {
-                            stack.push(o);
-                        }
-                    }
+                    Some(&po) if po < p && sets[p].insert(o) => stack.push(o),
                     _ => {}
                 }
             }
