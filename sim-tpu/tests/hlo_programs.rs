@@ -107,8 +107,8 @@ const HELDOUT_CYCLES_P90_MAX_V4: f64 = 0.58;
 /// (the hlo model reads its launch and epilogue rates) and the hlo cycle and temp constants were refitted on
 /// top, jointly on this sample's fit split and the corpus's (2,031 records): the constants serve 16 families at
 /// every size, and 7 records a chip move with them. Over the 15 % target, stated in the README, bounded here so
-/// it cannot grow unnoticed.
-const HELDOUT_CYCLES_MEDIAN_MAX_V5P: f64 = 0.17;
+/// it cannot grow unnoticed. With the matmul rules (`tests/hlo_matmul_rules.rs`) it is 15.2 %: tightened from 0.17.
+const HELDOUT_CYCLES_MEDIAN_MAX_V5P: f64 = 0.16;
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 
 /// On the programs the constants were fitted on (a check of the fitter, not evidence of accuracy).
