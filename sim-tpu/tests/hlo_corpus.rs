@@ -21,9 +21,10 @@ fn gunzip(path: &PathBuf) -> String {
 /// corpus's random fit split and the reference sample's; README "Generalization": 17.4 % median and 74.4 % p90
 /// on 332 records, from 17.3 % and 129.4 % before the windowing, in-place, slice and spilled-operand rules), with
 /// a little room for the corpus to grow: a rule or constant change that makes unseen programs worse fails here.
-/// (The goals are 15 % and 40 %; neither is met over all chips.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.19;
-const HELDOUT_P90_MAX: f64 = 0.80;
+/// With the matmul rules (`tests/hlo_matmul_rules.rs`) on 366 records: 16.8 % and 67.4 %, so tightened from 0.19
+/// and 0.80. (The goals are 15 % and 40 %; neither is met over all chips.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.18;
+const HELDOUT_P90_MAX: f64 = 0.75;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 /// v5p's temp median is 70.0 % (85.8 % before): its temp constants, now fitted on the sample and the corpus

@@ -1068,11 +1068,19 @@ fn cost_graph(
         sizer.shape(&n.ins.shape).map_or(0, |s| s.padded_bytes)
     };
     let groups = group(g, &node_bytes)?;
+    // Reductions over a matmul's epilogue are more outputs of its kernel ([`super::epilogue_reduce`]).
+    let groups = super::epilogue_reduce::merge_into_mxu(g, groups);
+    // A matmul kernel makes one pass over its result ([`super::passes`]).
+    let groups = super::passes::split_passes(g, groups, &node_bytes);
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
     let (_, mut in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
     if control.depth == 0 {
-        in_vmem.extend(super::prefetch::cross_program_prefetch(g, sizer, chip)?);
+        let cross = super::prefetch::cross_program_prefetch(g, sizer, chip)?;
+        in_vmem.extend(cross);
+        in_vmem.extend(super::operand_prefetch::prefetched_operands(
+            g, &groups, cross, sizer, chip,
+        )?);
     }
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;

@@ -1,0 +1,179 @@
+//! `tpusim hlo` rules for matmul programs (MLPs, DCN cross layers), read off the compiler corpus's optimized modules
+//! (testdata/hlo/corpus/, tools/corpus/): a reduction over a matmul's epilogue is one more output of the matmul's
+//! kernel, and a weight only matmuls read is prefetched on chip. Each module is written by hand here, with its
+//! expected kernels and cycles worked out in the test.
+
+use sim_tpu::hlo::{cost_module, HloModule, KernelKind, ModuleCost};
+use sim_tpu::tensorcore::ChipModel;
+
+fn cost_on(text: &str, chip: &str) -> ModuleCost {
+    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
+}
+
+/// Layer 2 of an MLP trained on `sum(y * y)`: `y = x W` (f32[4096,256] x [256,1024]) feeds the loss and the next
+/// matmul `z = y V` ([1024,256]). `body` is what the entry computes besides `y`.
+fn layer_module(body: &str, root: &str) -> String {
+    format!(
+        "HloModule m\n\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+         max {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}}\n\n\
+         ENTRY main {{\n  x = f32[4096,256]{{1,0}} parameter(0)\n  w = f32[256,1024]{{1,0}} parameter(1)\n  \
+         v = f32[1024,256]{{1,0}} parameter(2)\n  \
+         y = f32[4096,1024]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+         z = f32[4096,256]{{1,0}} dot(y, v), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+         zero = f32[] constant(0)\n  ninf = f32[] constant(-inf)\n{body}  ROOT r = {root}\n}}\n"
+    )
+}
+
+/// The loss `sum(y * y)` over the f32[4096,1024] result of a matmul that also feeds another matmul. The compiler
+/// computes it in the matmul's output fusion (mlp.032 on v5e: one kOutput fusion of 57,136 cycles writes the bias
+/// gradient, the loss and `y`), so it adds no kernel: the module has the two matmul kernels of the module without
+/// the loss, the first computing the reduction too. A kernel of its own would cost at least the chip's whole
+/// launch (`launch_cycles`, no loop or reduce kernel is estimated below it) on top of re-reading 4096 x 1024 f32;
+/// fused, the reduction runs on result tiles already in registers: 4,096 vregs of 1,024 f32 elements, a multiply
+/// and an add each, at most one vreg op per cycle: at most 8,192 cycles added to the matmul kernels.
+#[test]
+fn a_loss_over_a_matmul_result_is_an_output_of_the_matmuls_kernel() {
+    let with = layer_module(
+        "  sq = f32[4096,1024]{1,0} multiply(y, y)\n  loss = f32[] reduce(sq, zero), dimensions={0,1}, to_apply=add\n",
+        "(f32[], f32[4096,256]{1,0}) tuple(loss, z)",
+    );
+    let without = layer_module("", "(f32[4096,256]{1,0}) tuple(z)");
+    for chip in ["v5e", "v6e"] {
+        let c = cost_on(&with, chip);
+        let base = cost_on(&without, chip);
+        let mxu: Vec<_> = c.kernels.iter().filter(|k| k.kind == KernelKind::Mxu).collect();
+        assert_eq!(mxu.len(), 2, "{chip}: {:#?}", c.kernels);
+        assert!(
+            c.kernels.iter().all(|k| k.kind != KernelKind::Reduce),
+            "{chip}: a reduce kernel of its own: {:#?}",
+            c.kernels
+        );
+        let first = mxu.iter().find(|k| k.name == "y").expect("the kernel of y");
+        assert!(
+            first.instructions.iter().any(|i| i == "loss"),
+            "{chip}: {:?}",
+            first.instructions
+        );
+        let mxu_cycles = |m: &ModuleCost| -> u64 {
+            m.kernels
+                .iter()
+                .filter(|k| k.kind == KernelKind::Mxu)
+                .map(|k| k.cycles)
+                .sum()
+        };
+        let added = mxu_cycles(&c) as f64 - mxu_cycles(&base) as f64;
+        assert!(
+            (0.0..=8192.0).contains(&added),
+            "{chip}: the loss adds {added} cycles to the matmul kernels, expected 0 to 8,192"
+        );
+        assert_eq!(c.kernels.len(), base.kernels.len(), "{chip}: {:#?}", c.kernels);
+    }
+}
+
+/// A softmax's sum needs the row max first: `sum(exp(y - max(y)))` is a second pass over `y`. The compiler's
+/// output fusion computes the max (softmax_xent.018 on v4: `(bf16[151], bf16[151,4480])` from the dot's kOutput
+/// fusion, 14,052 cycles) and a loop fusion of its own the exp and sum (11,548 cycles). So the max joins the
+/// matmul's kernel and the sum keeps a reduce kernel: three kernels (y with its max, the sum, z).
+#[test]
+fn a_reduction_needing_another_of_the_same_kernel_keeps_its_own_kernel() {
+    let text = layer_module(
+        "  m = f32[4096]{0} reduce(y, ninf), dimensions={1}, to_apply=max\n  \
+         mb = f32[4096,1024]{1,0} broadcast(m), dimensions={0}\n  sh = f32[4096,1024]{1,0} subtract(y, mb)\n  \
+         e = f32[4096,1024]{1,0} exponential(sh)\n  s = f32[4096]{0} reduce(e, zero), dimensions={1}, to_apply=add\n",
+        "(f32[4096]{0}, f32[4096,256]{1,0}) tuple(s, z)",
+    );
+    let c = cost_on(&text, "v6e");
+    let y = c.kernels.iter().find(|k| k.name == "y").expect("the kernel of y");
+    assert!(y.instructions.iter().any(|i| i == "m"), "{:?}", y.instructions);
+    assert!(!y.instructions.iter().any(|i| i == "s"), "{:?}", y.instructions);
+    let sum = c
+        .kernels
+        .iter()
+        .find(|k| k.instructions.iter().any(|i| i == "s"))
+        .expect("the sum's kernel");
+    assert_eq!(sum.kind, KernelKind::Reduce, "{:#?}", c.kernels);
+    assert_eq!(c.kernels.len(), 3, "{:#?}", c.kernels);
+}
+
+/// Two decode-style layers, bf16[8,4096] x [4096,4096] x [4096,4096]: each weight is 4096 x 4096 x 2 = 33,554,432
+/// B (32 MiB, tile-aligned). The first is the cross-program prefetch (the largest matmul parameter within the
+/// budget; on equal sizes the first). On v5e (prefetch budget 112 MiB) the second takes at most half of the 80 MiB
+/// left, only matmuls read it and the first kernel does not: the compiler copies it on chip ahead of its kernel
+/// (mlp.008 on v5e), which then does the MXU work only: 2 x 8 x 4096^2 = 268 MFLOP, a few thousand cycles, far
+/// under streaming 32 MiB from HBM (33,554,432 / the chip's HBM bytes per cycle). On tpu7x (budget 32 MiB) the
+/// first weight takes the whole budget, so the second is streamed: at least those bytes at the HBM rate.
+#[test]
+fn a_weight_only_matmuls_read_is_prefetched_when_half_the_budget_left_holds_it() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[8,4096]{1,0} parameter(0)\n  w1 = bf16[4096,4096]{1,0} parameter(1)\n  \
+                w2 = bf16[4096,4096]{1,0} parameter(2)\n  \
+                h = bf16[8,4096]{1,0} dot(x, w1), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+                ROOT y = bf16[8,4096]{1,0} dot(h, w2), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n}\n";
+    let weight = 33_554_432f64;
+    for (chip, prefetched) in [("v5e", true), ("tpu7x", false)] {
+        let model = ChipModel::preset(chip).unwrap();
+        let stream = weight / model.hbm.hlo_stream_bytes_per_cycle;
+        let c = cost_on(text, chip);
+        let second = c.kernels.iter().find(|k| k.name == "y").expect("the kernel of y");
+        if prefetched {
+            assert!(
+                (second.cycles as f64) < stream / 4.0,
+                "{chip}: {} cycles, streaming the weight would take {stream:.0}",
+                second.cycles
+            );
+            assert!(second.hbm_bytes < 1 << 20, "{chip}: {} HBM bytes", second.hbm_bytes);
+        } else {
+            assert!(
+                second.cycles as f64 >= stream,
+                "{chip}: {} cycles, streaming the weight takes {stream:.0}",
+                second.cycles
+            );
+        }
+    }
+}
+
+/// A log-softmax over the logits of a matmul, bf16[256,512] x [512,4096]: the logits (256 x 4096 x 2 = 2 MiB) are
+/// not 8 times the operands (256 KiB + 4 MiB), so they are computed once. The compiler makes three passes over
+/// them (softmax_xent.018 on v4): its output fusion computes the dot and the row max (14,052 cycles), a loop
+/// fusion `exp(logits - max)` and its row sum (11,548), another `logits - max - log(sum)` (17,453). So three
+/// kernels: the matmul with the max, a reduce kernel and a loop kernel, each of the latter two at least a loop
+/// kernel's whole launch (`launch_cycles`); before the rule one kernel did all three in one pass.
+#[test]
+fn a_softmax_over_a_matmuls_logits_makes_one_kernel_per_pass() {
+    let text = "HloModule m\n\nadd {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}\n\n\
+                max {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] maximum(a, b)\n}\n\n\
+                ENTRY main {\n  h = bf16[256,512]{1,0} parameter(0)\n  w = bf16[512,4096]{1,0} parameter(1)\n  \
+                d = bf16[256,4096]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+                x = f32[256,4096]{1,0} convert(d)\n  ninf = f32[] constant(-inf)\n  zero = f32[] constant(0)\n  \
+                m = f32[256]{0} reduce(x, ninf), dimensions={1}, to_apply=max\n  \
+                mb = f32[256,4096]{1,0} broadcast(m), dimensions={0}\n  sh = f32[256,4096]{1,0} subtract(x, mb)\n  \
+                e = f32[256,4096]{1,0} exponential(sh)\n  s = f32[256]{0} reduce(e, zero), dimensions={1}, to_apply=add\n  \
+                l = f32[256]{0} log(s)\n  lb = f32[256,4096]{1,0} broadcast(l), dimensions={0}\n  \
+                ROOT ls = f32[256,4096]{1,0} subtract(sh, lb)\n}\n";
+    for chip in ["v4", "v6e"] {
+        let c = cost_on(text, chip);
+        let kinds: Vec<KernelKind> = c.kernels.iter().map(|k| k.kind).collect();
+        assert_eq!(
+            kinds,
+            [KernelKind::Mxu, KernelKind::Reduce, KernelKind::Loop],
+            "{chip}: {:#?}",
+            c.kernels
+        );
+        let has = |k: usize, i: &str| c.kernels[k].instructions.iter().any(|x| x == i);
+        assert!(
+            has(0, "d") && has(0, "m") && !has(0, "s"),
+            "{chip}: {:?}",
+            c.kernels[0].instructions
+        );
+        assert!(has(1, "e") && has(1, "s"), "{chip}: {:?}", c.kernels[1].instructions);
+        assert!(has(2, "ls"), "{chip}: {:?}", c.kernels[2].instructions);
+        let launch = ChipModel::preset(chip).unwrap().params.launch_cycles;
+        for k in &c.kernels[1..] {
+            assert!(
+                k.cycles as f64 >= launch,
+                "{chip}: {} {} cycles, launch {launch}",
+                k.name,
+                k.cycles
+            );
+        }
+    }
+}
