@@ -1110,11 +1110,12 @@ fn cost_graph(
             }
             _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
-        let (before, after) = if control.depth == 0 {
+        let (before, mut after) = if control.depth == 0 {
             super::relayout::copies_around(g, k, sizer, chip)?
         } else {
             (Vec::new(), Vec::new())
         };
+        after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
         for mut r in before.into_iter().chain([c]).chain(after) {
             r.start_cycle = t;
             t = t.saturating_add(r.cycles);
