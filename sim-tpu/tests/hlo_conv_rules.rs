@@ -73,9 +73,10 @@ fn training_batch_norm_statistics_are_passes_after_the_convolution() {
     }
 }
 
-/// Inference-mode batch norm (`y * g + b`, no statistics) and a normalisation over the features of each position
-/// (a reduce over the minor dimension only, as a layer norm's) stay in the convolution's kernel: no passes (corpus
-/// conv.006 on v5e, inference: one kernel).
+/// Inference-mode batch norm (`y * g + b`, no statistics), a normalisation over the features of each position (a
+/// reduce over the minor dimension only, as a layer norm's) and a statistic only written out (a bias gradient's
+/// sum over the batch, scaled) stay in the convolution's kernel: no passes (corpus conv.006 on v5e, inference: one
+/// kernel).
 #[test]
 fn a_scale_and_shift_or_a_per_row_statistic_adds_no_pass() {
     let inference = "  g = f32[128]{0} parameter(2)\n  gb = f32[8,16,16,128]{3,2,1,0} broadcast(g), dimensions={3}\n  \
@@ -83,7 +84,9 @@ fn a_scale_and_shift_or_a_per_row_statistic_adds_no_pass() {
     let per_row = "  s = f32[8,16,16]{2,1,0} reduce(y, z), dimensions={3}, to_apply=add\n  \
         sb = f32[8,16,16,128]{3,2,1,0} broadcast(s), dimensions={0,1,2}\n  \
         ROOT o = f32[8,16,16,128]{3,2,1,0} subtract(y, sb)\n";
-    for tail in [inference, per_row] {
+    let summed_only = "  s = f32[128]{0} reduce(y, z), dimensions={0,1,2}, to_apply=add\n  \
+        ROOT o = f32[128]{0} multiply(s, invb)\n";
+    for tail in [inference, per_row, summed_only] {
         let c = cost_on(&conv_then(tail), "v5e");
         let extra: Vec<&str> = c
             .kernels

@@ -25,8 +25,8 @@ use super::{HloError, KernelCost};
 use crate::tensorcore::lower::VREG_ELEMENTS;
 use crate::tensorcore::{Bound, ChipModel};
 
-/// The statistics structure of an MXU kernel: its result `y`, the deepest level of row statistics over it, and
-/// the kernel outputs that combine `y` with a statistic.
+/// The statistics structure of an MXU kernel that normalises its result `y` by statistics over its rows: the
+/// levels of those statistics, and the kernel outputs that combine `y` with a statistic.
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub(super) struct RowStatistics {
     /// The dot or convolution whose result the statistics are over.
@@ -84,7 +84,16 @@ pub(super) fn row_statistics(g: &Graph<'_>, k: &Group) -> Option<RowStatistics> 
         on_y[i] = dep;
         level[i] = lv;
     }
-    if levels.is_empty() {
+    // Only a normalisation (`y` combined with its own statistics, at `y`'s size) makes the passes: a statistic
+    // that is only written out (a bias gradient summed over the batch) is the MXU kernel's epilogue.
+    let full = |m: usize| {
+        g.nodes[m].class != OpClass::Reduce && elements(&g.nodes[m].ins.shape) >= elements(&g.nodes[y].ins.shape)
+    };
+    let combined = members
+        .iter()
+        .enumerate()
+        .any(|(i, &m)| on_y[i] && level[i] >= 1 && full(m));
+    if levels.is_empty() || !combined {
         return None;
     }
     let normalised = k
@@ -94,7 +103,7 @@ pub(super) fn row_statistics(g: &Graph<'_>, k: &Group) -> Option<RowStatistics> 
         .filter(|o| {
             members
                 .binary_search(o)
-                .is_ok_and(|j| on_y[j] && level[j] >= 1 && g.nodes[*o].class != OpClass::Reduce)
+                .is_ok_and(|j| on_y[j] && level[j] >= 1 && full(*o))
         })
         .collect();
     Some(RowStatistics { y, levels, normalised })
