@@ -43,6 +43,50 @@ pub(super) fn copies_around(
     Ok((before, after))
 }
 
+/// Peak bytes of the HBM temporaries of the copies around kernel `k` of the entry graph ([`copies_around`]'s
+/// convolution copies), on a chip whose MXU results cannot stay on chip (a megacore chip without CMEM: v5p): the
+/// relayouted and the padded input, the windowed result and its crop, each read by the next step, so two
+/// neighbours of that chain are live at once; a convolution result copied out to the entry's layout is a
+/// temporary of its own until the copy. Evidence (compiler corpus, `memory_analysis` temp bytes on v5p, where
+/// tpusim counted none): conv.011 (f32[9,17,17,145], copied out) 4,751,360 B, the result's 3,760,128 padded bytes
+/// in tpusim's layout (the compiler's batch-inside layout pads 9 to 16 rows: 4,734,976); conv.018 (bf16 N 5,
+/// input copied, padded, result cropped and copied) 8,044,544 B, two 4,014,080-byte arrays live at once.
+pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<u64, HloError> {
+    let mut chain = Vec::new();
+    if let Some((input, conv)) = small_batch_conv(g, k) {
+        let x = sizer.shape(&g.nodes[input].ins.shape)?.padded_bytes;
+        let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
+        chain.extend([x, x, y, y]);
+    }
+    if let Some(conv) = copied_out_conv(g, k) {
+        let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
+        if chain.is_empty() {
+            chain.push(y);
+        }
+    }
+    let pairs = chain.windows(2).map(|w| w[0].saturating_add(w[1])).max();
+    Ok(pairs.unwrap_or_else(|| chain.first().copied().unwrap_or(0)))
+}
+
+/// The spatial convolution of MXU kernel `k` whose result leaves the entry through a relayout copy
+/// ([`conv_output_relayout`]'s condition).
+fn copied_out_conv(g: &Graph<'_>, k: &Group) -> Option<usize> {
+    if k.kind != KernelKind::Mxu {
+        return None;
+    }
+    let conv = k.members.iter().copied().find(|&m| {
+        let n = &g.nodes[m];
+        n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
+    })?;
+    let entry_outputs = g.outputs();
+    let out = k
+        .outputs
+        .iter()
+        .copied()
+        .find(|o| entry_outputs.contains(o) && rank(&g.nodes[*o].ins.shape) >= 3)?;
+    (!batch_fills_sublanes(g, conv, out)).then_some(conv)
+}
+
 /// The relayout kernel following MXU kernel `k` of the entry graph `g`, when `k` computes a convolution with
 /// spatial dimensions and writes an entry output of rank 3 or more; `None` otherwise.
 pub(super) fn conv_output_relayout(
@@ -51,13 +95,9 @@ pub(super) fn conv_output_relayout(
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Option<KernelCost>, HloError> {
-    let spatial_conv = k.members.iter().copied().find(|&m| {
-        let n = &g.nodes[m];
-        n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
-    });
-    let Some(conv) = spatial_conv.filter(|_| k.kind == KernelKind::Mxu) else {
+    if copied_out_conv(g, k).is_none() {
         return Ok(None);
-    };
+    }
     let entry_outputs = g.outputs();
     let Some(&out) = k
         .outputs
@@ -66,9 +106,6 @@ pub(super) fn conv_output_relayout(
     else {
         return Ok(None);
     };
-    if batch_fills_sublanes(g, conv, out) {
-        return Ok(None);
-    }
     relayout_kernel(g, out, sizer, chip, "relayout").map(Some)
 }
 
