@@ -154,3 +154,29 @@ fn a_copied_convolution_result_is_a_temporary_on_v5p() {
     // A batch of 8 keeps its layout: no copy, no temporary.
     assert_eq!(cost_on(&module("f32", 8, 2), "v5p").temp_bytes, 0);
 }
+
+/// A loss summed over a convolution's result, the result also returned: the compiler computes the sum in the
+/// convolution kernel's epilogue (corpus conv.001 on v5e: one kOutput fusion of the convolution and the sum), so
+/// the reduce kernel reads nothing from HBM and pays no launch: its one reduction over `y` (f32[8,16,16,128],
+/// tile-aligned: 256 blocks of 1024) at the fused-op rate of an MXU kernel. Without the rule it read `y`'s
+/// 1,048,576 B again after a launch.
+#[test]
+fn a_sum_over_a_convolution_result_is_its_epilogue() {
+    let tail = "  sq = f32[8,16,16,128]{3,2,1,0} multiply(y, y)\n  \
+        s = f32[] reduce(sq, z), dimensions={0,1,2,3}, to_apply=add\n  \
+        ROOT o = (f32[8,16,16,128]{3,2,1,0}, f32[]) tuple(y, s)\n";
+    for chip in ["v5e", "v6e"] {
+        let hp = hlo_params().into_iter().find(|h| h.name == chip).unwrap();
+        let c = cost_on(&conv_then(tail), chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        let r = c
+            .kernels
+            .iter()
+            .find(|k| k.name == "s")
+            .unwrap_or_else(|| panic!("{chip}: {names:?}"));
+        assert_eq!(r.kind, KernelKind::Reduce);
+        assert_eq!(r.hbm_bytes, 0, "{chip}");
+        let per_block = hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
+        assert_eq!(r.cycles, (256.0 * per_block).round() as u64, "{chip}");
+    }
+}

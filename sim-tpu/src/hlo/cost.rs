@@ -489,6 +489,9 @@ fn cost_kernel(
     if super::scalar::on_scalar_unit(g, k) {
         return Ok(super::scalar::scalar_kernel(g, k));
     }
+    if let Some(c) = super::batchnorm::epilogue_reduction(g, k, sizer, hp)? {
+        return Ok(c);
+    }
     let p = &chip.params;
     let Traffic {
         in_bytes,
