@@ -32,8 +32,11 @@ pub(super) fn copies_around(
 ) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
     let (table, rows) = gather_copies(g, k, sizer, chip)?;
     let (mut before, mut after) = (Vec::new(), Vec::new());
-    if let Some((input, conv)) = small_batch_conv(g, k) {
-        before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+    if let Some(w) = small_batch_conv(g, k) {
+        let (input, conv) = (w.input, w.conv);
+        if w.relayouted {
+            before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+        }
         before.push(relayout_kernel(g, input, sizer, chip, "pad")?);
         after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
     }
@@ -53,10 +56,13 @@ pub(super) fn copies_around(
 /// input copied, padded, result cropped and copied) 8,044,544 B, two 4,014,080-byte arrays live at once.
 pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<u64, HloError> {
     let mut chain = Vec::new();
-    if let Some((input, conv)) = small_batch_conv(g, k) {
-        let x = sizer.shape(&g.nodes[input].ins.shape)?.padded_bytes;
-        let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
-        chain.extend([x, x, y, y]);
+    if let Some(w) = small_batch_conv(g, k) {
+        let x = sizer.shape(&g.nodes[w.input].ins.shape)?.padded_bytes;
+        let y = sizer.shape(&g.nodes[w.conv].ins.shape)?.padded_bytes;
+        if w.relayouted {
+            chain.push(x);
+        }
+        chain.extend([x, y, y]);
     }
     if let Some(conv) = copied_out_conv(g, k) {
         let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
@@ -137,7 +143,8 @@ fn batch_fills_sublanes(g: &Graph<'_>, conv: usize, out: usize) -> bool {
 /// The relayout copy the compiler adds before a convolution reading an activation straight from an entry
 /// parameter, when the batch is below one sublane tile (N <= 7) and the images are at least 8 wide: it moves the
 /// batch inside the spatial dimensions (`{3,2,0,1}`). A batch of 8 or more fills the tile's rows itself and is
-/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead.
+/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead (but
+/// padded and cropped, below).
 /// Evidence (compiler corpus, conv family, 28 programs on every chip): the copy is there for N 1-7 and W >= 14 in
 /// bf16 and f32 (conv.000, .004, .005 f32, .009, .013, .016, .018, .020, .024, .026, .031, .032; conv.026 on v5e:
 /// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles) and absent for N 9-56 (conv.006, .007, .011, .012, .021,
@@ -151,8 +158,11 @@ fn batch_fills_sublanes(g: &Graph<'_>, conv: usize, out: usize) -> bool {
 /// v6e (bf16 N 2, 224 wide, 3x3): input copy 146,280 cycles, pad 279,125 and its mask 96,215, convolution
 /// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
 /// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
-/// Returns (the input parameter, the convolution) when kernel `k` is such a convolution.
-fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
+///
+/// A 1x1 window whose stride divides the width reads its input through a strided slice, not a relayout copy, but
+/// is padded and cropped all the same. Evidence: conv.023 on v5e (bf16 N 1, 56 wide, stride 2): pad 13,635
+/// cycles, crop 5,827; conv.025 on v5e (N 1, 28 wide): pad 3,299, crop 3,320; no input copy in either.
+fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
     if k.kind != KernelKind::Mxu {
         return None;
     }
@@ -174,11 +184,26 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
-        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 && !strided_pointwise(n, width) {
-            return Some((input, m));
+        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 {
+            let relayouted = !strided_pointwise(n, width);
+            return Some(SmallBatchConv {
+                input,
+                conv: m,
+                relayouted,
+            });
         }
     }
     None
+}
+
+/// A small-batch convolution windowed by the compiler ([`small_batch_conv`]).
+struct SmallBatchConv {
+    /// The input parameter.
+    input: usize,
+    /// The convolution.
+    conv: usize,
+    /// Whether the input is copied with the batch inside the spatial dimensions before it is padded.
+    relayouted: bool,
 }
 
 /// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into
