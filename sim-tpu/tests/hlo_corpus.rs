@@ -18,18 +18,19 @@ fn gunzip(path: &PathBuf) -> String {
 }
 
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
-/// corpus's random fit split and the reference sample's; README "Generalization": 17.4 % median and 74.4 % p90
-/// on 332 records, from 17.3 % and 129.4 % before the windowing, in-place, slice and spilled-operand rules), with
-/// a little room for the corpus to grow: a rule or constant change that makes unseen programs worse fails here.
-/// (The goals are 15 % and 40 %; neither is met over all chips.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.19;
-const HELDOUT_P90_MAX: f64 = 0.80;
+/// corpus's random fit split and the reference sample's; README "Generalization": 14.6 % median and 61.7 % p90
+/// on 366 records, from 17.4 % and 71.1 % before the convolution rules (batch-norm passes, epilogue sums, the
+/// batch-of-8 output layout, strided small-batch windowing), with a little room for the corpus to grow: a rule or
+/// constant change that makes unseen programs worse fails here. (The goals are 15 % and 40 %; the p90 is
+/// not met over all chips.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.16;
+const HELDOUT_P90_MAX: f64 = 0.66;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
-/// v5p's temp median is 70.0 % (85.8 % before): its temp constants, now fitted on the sample and the corpus
-/// together, keep nothing on chip (`temp_fast_bytes` 0 scores best on both), and the corpus's larger programs keep
-/// intermediates on chip where the model puts them in HBM. Bounded so it cannot grow.
-const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.75;
+/// v5p's temp median is 27.7 % (70.0 % before the convolution copies' temporaries, `hlo::relayout`, and the
+/// refit that followed them): the corpus's larger programs keep intermediates on chip where the model puts them in
+/// HBM. Bounded so it cannot grow.
+const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.30;
 
 #[test]
 fn corpus_bytes_exact_and_heldout_within_bound() {
