@@ -17,11 +17,10 @@
 //! (`y * g + b`, no statistics) stays in the MXU kernel's epilogue (conv.006 on v5e: one kernel).
 
 use super::bytes::{dims_of, elements, Sizer};
-use super::cost::{loop_launch_cycles, HloParams};
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
 use super::ops::OpClass;
-use super::{HloError, KernelCost};
+use super::{HloError, HloParams, KernelCost};
 use crate::tensorcore::lower::VREG_ELEMENTS;
 use crate::tensorcore::{Bound, ChipModel};
 
@@ -131,6 +130,11 @@ fn pass_kernel(name: String, cycles: u64, hbm_bytes: u64, bound_by: Bound) -> Ke
 /// Cycles of a loop pass over `blocks` 1024-element blocks streaming `streams` full-size arrays and moving
 /// `bytes` over HBM: the fused-kernel model's loop pipeline (`loop_block_cycles`, `stream_block_cycles`) or the
 /// transfer, whichever is longer, after the loop launch.
+/// The fixed cycles of a loop pass: the op model's whole launch, as every loop kernel pays it (`hlo::cost`).
+fn loop_launch_cycles(chip: &ChipModel) -> u64 {
+    chip.params.launch_cycles.max(0.0).round() as u64
+}
+
 fn pass_cycles(blocks: f64, streams: f64, bytes: u64, chip: &ChipModel, hp: &HloParams) -> (u64, Bound) {
     let compute = blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams);
     let dma = bytes as f64 / hp.hbm_bytes_per_cycle.max(1e-9);
