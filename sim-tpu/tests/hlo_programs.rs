@@ -98,11 +98,12 @@ fn argument_and_output_bytes_are_exact_on_every_record() {
 /// on every chip but v4's p90 (worst: median 13.1% on v5p and v6e, temp 9.1% on v5p; README "Your own model").
 const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.15;
 const HELDOUT_CYCLES_P90_MAX: f64 = 0.40;
-/// v4's p90 (the worst of 7 records) is 57.8 % since the cycle constants are fitted jointly on this sample and
-/// the compiler corpus (1,293 records; it was 46.3 % fitted on this sample alone, and 40.0 % with the op model
-/// also fitted on every op case): the constants now serve programs of 16 families at every size, and v4's
-/// fit moved to them. Over the 40 % target, stated in the README, bounded here so it cannot grow unnoticed.
-const HELDOUT_CYCLES_P90_MAX_V4: f64 = 0.58;
+/// v4's p90 (the worst of 7 records) is 50.5 % (57.8 % before the convolution rules' refit) since the cycle
+/// constants are fitted jointly on this sample and the compiler corpus (it was 46.3 % fitted on this sample
+/// alone, and 40.0 % with the op model also fitted on every op case): the constants now serve programs of 16
+/// families at every size, and v4's fit moved to them. Over the 40 % target, stated in the README, bounded here
+/// so it cannot grow unnoticed.
+const HELDOUT_CYCLES_P90_MAX_V4: f64 = 0.52;
 /// v5p's median (the middle of 7 records) is 16.5 % since the op model was refitted on the op sample and corpus
 /// (the hlo model reads its launch and epilogue rates) and the hlo cycle and temp constants were refitted on
 /// top, jointly on this sample's fit split and the corpus's (2,031 records): the constants serve 16 families at

@@ -489,6 +489,9 @@ fn cost_kernel(
     if super::scalar::on_scalar_unit(g, k) {
         return Ok(super::scalar::scalar_kernel(g, k));
     }
+    if let Some(c) = super::batchnorm::epilogue_reduction(g, k, sizer, hp)? {
+        return Ok(c);
+    }
     let p = &chip.params;
     let Traffic {
         in_bytes,
@@ -933,7 +936,7 @@ fn temp_bytes(
     chip: &ChipModel,
     hp: &HloParams,
 ) -> Result<u64, HloError> {
-    let mxu_on_chip = !chip.megacore || chip.cmem_bytes > 0;
+    let mxu_on_chip = mxu_results_on_chip(chip);
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let bytes = |o: usize| -> Result<u64, HloError> {
         let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes;
@@ -965,6 +968,12 @@ fn temp_bytes(
         }
     }
     Ok(base.saturating_add(across_rows.saturating_mul(hp.temp_row_reduce_bytes)))
+}
+
+/// Whether the compiler may keep an MXU kernel's result on chip: not on a megacore chip without CMEM, whose two
+/// cores both write it.
+fn mxu_results_on_chip(chip: &ChipModel) -> bool {
+    !chip.megacore || chip.cmem_bytes > 0
 }
 
 /// Costs one execution of `module`'s entry computation on `chip`.
@@ -1084,6 +1093,9 @@ fn cost_graph(
     }
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
+    // The convolution copies' temporaries: live only around their kernel, so they raise the peak at most to
+    // their own size when nothing else is live.
+    let mut copy_temp = 0u64;
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
@@ -1118,11 +1130,15 @@ fn cost_graph(
             }
             _ => cost_kernel(g, k, sizer, chip, hp, &in_vmem, &mut unmodelled)?,
         };
-        let (before, after) = if control.depth == 0 {
+        let (before, mut after) = if control.depth == 0 {
             super::relayout::copies_around(g, k, sizer, chip)?
         } else {
             (Vec::new(), Vec::new())
         };
+        after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
+        if control.depth == 0 && !mxu_results_on_chip(chip) {
+            copy_temp = copy_temp.max(super::relayout::copy_temporaries(g, k, sizer)?);
+        }
         for mut r in before.into_iter().chain([c]).chain(after) {
             r.start_cycle = t;
             t = t.saturating_add(r.cycles);
@@ -1131,6 +1147,9 @@ fn cost_graph(
     }
     // A nested graph's temporaries live while it runs, beside the enclosing graph's.
     temp = temp.saturating_add(nested_temp);
+    if copy_temp > temp {
+        temp = copy_temp.saturating_add(if temp == 0 { hp.temp_overhead_bytes } else { 0 });
+    }
     Ok(GraphCost {
         kernels,
         total: t,

@@ -18,6 +18,7 @@
 //! assert_eq!(c.kernels[0].flops, 2 * 1024u64.pow(3));
 //! ```
 
+mod batchnorm;
 pub mod bytes;
 pub mod collective;
 pub mod corpus;

@@ -32,8 +32,11 @@ pub(super) fn copies_around(
 ) -> Result<(Vec<KernelCost>, Vec<KernelCost>), HloError> {
     let (table, rows) = gather_copies(g, k, sizer, chip)?;
     let (mut before, mut after) = (Vec::new(), Vec::new());
-    if let Some((input, conv)) = small_batch_conv(g, k) {
-        before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+    if let Some(w) = small_batch_conv(g, k) {
+        let (input, conv) = (w.input, w.conv);
+        if w.relayouted {
+            before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+        }
         before.push(relayout_kernel(g, input, sizer, chip, "pad")?);
         after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
     }
@@ -41,6 +44,53 @@ pub(super) fn copies_around(
     after.extend(conv_output_relayout(g, k, sizer, chip)?);
     after.extend(rows);
     Ok((before, after))
+}
+
+/// Peak bytes of the HBM temporaries of the copies around kernel `k` of the entry graph ([`copies_around`]'s
+/// convolution copies), on a chip whose MXU results cannot stay on chip (a megacore chip without CMEM: v5p): the
+/// relayouted and the padded input, the windowed result and its crop, each read by the next step, so two
+/// neighbours of that chain are live at once; a convolution result copied out to the entry's layout is a
+/// temporary of its own until the copy. Evidence (compiler corpus, `memory_analysis` temp bytes on v5p, where
+/// tpusim counted none): conv.011 (f32[9,17,17,145], copied out) 4,751,360 B, the result's 3,760,128 padded bytes
+/// in tpusim's layout (the compiler's batch-inside layout pads 9 to 16 rows: 4,734,976); conv.018 (bf16 N 5,
+/// input copied, padded, result cropped and copied) 8,044,544 B, two 4,014,080-byte arrays live at once.
+pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<u64, HloError> {
+    let mut chain = Vec::new();
+    if let Some(w) = small_batch_conv(g, k) {
+        let x = sizer.shape(&g.nodes[w.input].ins.shape)?.padded_bytes;
+        let y = sizer.shape(&g.nodes[w.conv].ins.shape)?.padded_bytes;
+        if w.relayouted {
+            chain.push(x);
+        }
+        chain.extend([x, y, y]);
+    }
+    if let Some(conv) = copied_out_conv(g, k) {
+        let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
+        if chain.is_empty() {
+            chain.push(y);
+        }
+    }
+    let pairs = chain.windows(2).map(|w| w[0].saturating_add(w[1])).max();
+    Ok(pairs.unwrap_or_else(|| chain.first().copied().unwrap_or(0)))
+}
+
+/// The spatial convolution of MXU kernel `k` whose result leaves the entry through a relayout copy
+/// ([`conv_output_relayout`]'s condition).
+fn copied_out_conv(g: &Graph<'_>, k: &Group) -> Option<usize> {
+    if k.kind != KernelKind::Mxu {
+        return None;
+    }
+    let conv = k.members.iter().copied().find(|&m| {
+        let n = &g.nodes[m];
+        n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
+    })?;
+    let entry_outputs = g.outputs();
+    let out = k
+        .outputs
+        .iter()
+        .copied()
+        .find(|o| entry_outputs.contains(o) && rank(&g.nodes[*o].ins.shape) >= 3)?;
+    (!batch_fills_sublanes(g, conv, out)).then_some(conv)
 }
 
 /// The relayout kernel following MXU kernel `k` of the entry graph `g`, when `k` computes a convolution with
@@ -51,11 +101,7 @@ pub(super) fn conv_output_relayout(
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Option<KernelCost>, HloError> {
-    let spatial_conv = k.members.iter().any(|&m| {
-        let n = &g.nodes[m];
-        n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
-    });
-    if k.kind != KernelKind::Mxu || !spatial_conv {
+    if copied_out_conv(g, k).is_none() {
         return Ok(None);
     }
     let entry_outputs = g.outputs();
@@ -69,10 +115,36 @@ pub(super) fn conv_output_relayout(
     relayout_kernel(g, out, sizer, chip, "relayout").map(Some)
 }
 
+/// Whether entry output `out` of convolution `conv`'s kernel (of the convolution's shape) has a batch that is a
+/// multiple of 8, the rows of a tile: the compiler then returns the result in the convolution's own layout (batch
+/// inside the spatial dimensions, `{3,0,2,1}` for `b01f`), with no copy. Evidence (compiler corpus, the entry
+/// layouts of the optimized modules): every forward conv and ResNet-block program with such a batch (conv.006,
+/// N 32; conv.021, N 56; resnet_block.015, N 40) returns `{3,0,2,1}` on all five chips, no copy (conv.021 on v6e:
+/// the tpusim copy was 623,329 cycles of a 640,742-cycle program). Of the 203 forward records whose batch is not
+/// a multiple of 8, 138 copy into `{3,2,1,0}`; the other 65 (e.g. conv.009, N 2) keep the convolution's layout by a
+/// choice not matched here.
+fn batch_fills_sublanes(g: &Graph<'_>, conv: usize, out: usize) -> bool {
+    let c = &g.nodes[conv];
+    let Some(b) = c
+        .ins
+        .attr("dim_labels")
+        .and_then(|l| l.split_once("->").map(|(_, o)| o.to_string()))
+        .and_then(|o| o.find('b'))
+    else {
+        return false;
+    };
+    let (Shape::Array(ca), Shape::Array(oa)) = (&c.ins.shape, &g.nodes[out].ins.shape) else {
+        return false;
+    };
+    let batch = |a: &sim_core::layout::ArrayShape| a.dims.get(b).and_then(|d| d.upper_bound());
+    ca.dims.len() == oa.dims.len() && batch(ca) == batch(oa) && batch(oa).is_some_and(|n| n > 0 && n % 8 == 0)
+}
+
 /// The relayout copy the compiler adds before a convolution reading an activation straight from an entry
 /// parameter, when the batch is below one sublane tile (N <= 7) and the images are at least 8 wide: it moves the
 /// batch inside the spatial dimensions (`{3,2,0,1}`). A batch of 8 or more fills the tile's rows itself and is
-/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead.
+/// read in place; a 1x1 window with a stride dividing the width is read through a strided slice instead (but
+/// padded and cropped, below).
 /// Evidence (compiler corpus, conv family, 28 programs on every chip): the copy is there for N 1-7 and W >= 14 in
 /// bf16 and f32 (conv.000, .004, .005 f32, .009, .013, .016, .018, .020, .024, .026, .031, .032; conv.026 on v5e:
 /// bf16[6,28,28,69] into `{3,2,0,1}`, 10,715 cycles) and absent for N 9-56 (conv.006, .007, .011, .012, .021,
@@ -86,8 +158,11 @@ pub(super) fn conv_output_relayout(
 /// v6e (bf16 N 2, 224 wide, 3x3): input copy 146,280 cycles, pad 279,125 and its mask 96,215, convolution
 /// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
 /// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
-/// Returns (the input parameter, the convolution) when kernel `k` is such a convolution.
-fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
+///
+/// A 1x1 window whose stride divides the width reads its input through a strided slice, not a relayout copy, but
+/// is padded and cropped all the same. Evidence: conv.023 on v5e (bf16 N 1, 56 wide, stride 2): pad 13,635
+/// cycles, crop 5,827; conv.025 on v5e (N 1, 28 wide): pad 3,299, crop 3,320; no input copy in either.
+fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
     if k.kind != KernelKind::Mxu {
         return None;
     }
@@ -109,11 +184,26 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
-        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 && !strided_pointwise(n, width) {
-            return Some((input, m));
+        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 {
+            let relayouted = !strided_pointwise(n, width);
+            return Some(SmallBatchConv {
+                input,
+                conv: m,
+                relayouted,
+            });
         }
     }
     None
+}
+
+/// A small-batch convolution windowed by the compiler ([`small_batch_conv`]).
+struct SmallBatchConv {
+    /// The input parameter.
+    input: usize,
+    /// The convolution.
+    conv: usize,
+    /// Whether the input is copied with the batch inside the spatial dimensions before it is padded.
+    relayouted: bool,
 }
 
 /// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into

@@ -1,0 +1,202 @@
+//! `tpusim hlo` rules for convolutions and their batch norms, read off the compiler corpus's optimized modules
+//! (testdata/hlo/corpus/, tools/corpus/compare_kernels.py). Each module is written by hand here, with its expected
+//! kernels and cycles worked out in the test.
+
+use sim_tpu::hlo::{cost_module, hlo_params, HloModule, KernelKind, ModuleCost};
+use sim_tpu::tensorcore::ChipModel;
+
+fn cost_on(text: &str, chip: &str) -> ModuleCost {
+    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
+}
+
+/// A 1x1 convolution f32[8,16,16,128] x f32[1,1,128,128] followed by `tail` (HLO lines reading `y`, ending in
+/// `ROOT o`).
+fn conv_then(tail: &str) -> String {
+    format!(
+        "HloModule m\n\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+         ENTRY main {{\n  x = f32[8,16,16,128]{{3,2,1,0}} parameter(0)\n  w = f32[1,1,128,128]{{3,2,1,0}} parameter(1)\n  \
+         y = f32[8,16,16,128]{{3,2,1,0}} convolution(x, w), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n  \
+         z = f32[] constant(0)\n  inv = f32[] constant(0.00048828125)\n  invb = f32[128]{{0}} broadcast(inv), dimensions={{}}\n{tail}}}\n"
+    )
+}
+
+/// Training-mode batch norm: mean over the batch and spatial dimensions, variance of `y - mean`, `(y - mean) *
+/// rsqrt(var + eps)`.
+const TRAINING_BN: &str = "  s = f32[128]{0} reduce(y, z), dimensions={0,1,2}, to_apply=add\n  \
+    mean = f32[128]{0} multiply(s, invb)\n  mb = f32[8,16,16,128]{3,2,1,0} broadcast(mean), dimensions={3}\n  \
+    d = f32[8,16,16,128]{3,2,1,0} subtract(y, mb)\n  sq = f32[8,16,16,128]{3,2,1,0} multiply(d, d)\n  \
+    v = f32[128]{0} reduce(sq, z), dimensions={0,1,2}, to_apply=add\n  var = f32[128]{0} multiply(v, invb)\n  \
+    eps = f32[] constant(1e-05)\n  epsb = f32[128]{0} broadcast(eps), dimensions={}\n  ve = f32[128]{0} add(var, epsb)\n  \
+    r = f32[128]{0} rsqrt(ve)\n  rb = f32[8,16,16,128]{3,2,1,0} broadcast(r), dimensions={3}\n  \
+    ROOT o = f32[8,16,16,128]{3,2,1,0} multiply(d, rb)\n";
+
+/// Training-mode batch norm after a convolution: after the MXU kernel (convolution and sum), the compiler runs
+/// `sum / n` (a launch), the variance pass over `y`, `rsqrt` (a launch) and the normalise pass (corpus conv.023
+/// on v5e: 1,826, 5,016, 1,827 and 5,070 cycles). `y` is f32[8,16,16,128]: tile-aligned, 1,048,576 B, 262,144
+/// elements, 256 blocks of 1024. The variance pass reads `y` (one streamed array), the normalise pass reads `y` and
+/// writes `o` (two), each at the fused-kernel loop pipeline or HBM transfer, whichever is longer, after the launch.
+#[test]
+fn training_batch_norm_statistics_are_passes_after_the_convolution() {
+    let text = conv_then(TRAINING_BN);
+    for chip in ["v5e", "v6e", "v4"] {
+        let model = ChipModel::preset(chip).unwrap();
+        let hp = hlo_params().into_iter().find(|h| h.name == chip).unwrap();
+        let launch = model.params.launch_cycles.round() as u64;
+        let bw = model.hbm.hlo_stream_bytes_per_cycle;
+        let y_bytes = 1_048_576f64;
+        let blocks = 256.0;
+        let pass = |streams: f64, bytes: f64| {
+            launch
+                + f64::max(
+                    blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams),
+                    bytes / bw,
+                )
+                .round() as u64
+        };
+        let c = cost_on(&text, chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        let at = |n: &str| {
+            c.kernels
+                .iter()
+                .position(|k| k.name == n)
+                .unwrap_or_else(|| panic!("{chip}: no {n} in {names:?}"))
+        };
+        assert_eq!(c.kernels[0].kind, KernelKind::Mxu, "{chip}: {names:?}");
+        let (mean, var, rsqrt, norm) = (at("s.finish"), at("v.pass"), at("v.finish"), at("y.normalise"));
+        assert_eq!([mean, var, rsqrt, norm], [1, 2, 3, 4], "{chip}: {names:?}");
+        assert_eq!(c.kernels[mean].cycles, launch, "{chip}");
+        assert_eq!(c.kernels[rsqrt].cycles, launch, "{chip}");
+        assert_eq!(c.kernels[var].cycles, pass(1.0, y_bytes), "{chip}");
+        assert_eq!(c.kernels[var].hbm_bytes, 1_048_576);
+        assert_eq!(c.kernels[norm].cycles, pass(2.0, 2.0 * y_bytes), "{chip}");
+        assert_eq!(c.kernels[norm].hbm_bytes, 2 * 1_048_576);
+    }
+}
+
+/// Inference-mode batch norm (`y * g + b`, no statistics), a normalisation over the features of each position (a
+/// reduce over the minor dimension only, as a layer norm's) and a statistic only written out (a bias gradient's
+/// sum over the batch, scaled) stay in the convolution's kernel: no passes (corpus conv.006 on v5e, inference: one
+/// kernel).
+#[test]
+fn a_scale_and_shift_or_a_per_row_statistic_adds_no_pass() {
+    let inference = "  g = f32[128]{0} parameter(2)\n  gb = f32[8,16,16,128]{3,2,1,0} broadcast(g), dimensions={3}\n  \
+        ROOT o = f32[8,16,16,128]{3,2,1,0} multiply(y, gb)\n";
+    let per_row = "  s = f32[8,16,16]{2,1,0} reduce(y, z), dimensions={3}, to_apply=add\n  \
+        sb = f32[8,16,16,128]{3,2,1,0} broadcast(s), dimensions={0,1,2}\n  \
+        ROOT o = f32[8,16,16,128]{3,2,1,0} subtract(y, sb)\n";
+    let summed_only = "  s = f32[128]{0} reduce(y, z), dimensions={0,1,2}, to_apply=add\n  \
+        ROOT o = f32[128]{0} multiply(s, invb)\n";
+    for tail in [inference, per_row, summed_only] {
+        let c = cost_on(&conv_then(tail), "v5e");
+        let extra: Vec<&str> = c
+            .kernels
+            .iter()
+            .map(|k| k.name.as_str())
+            .filter(|n| n.ends_with(".pass") || n.ends_with(".finish") || n.ends_with(".normalise"))
+            .collect();
+        assert!(extra.is_empty(), "{extra:?}");
+    }
+}
+
+/// A 1x1 convolution f32[N,2,8,128] x f32[1,1,128,128] returned by the program: with a batch of 8 (a tile's rows)
+/// the compiler returns it in the convolution's own layout, so the program is the convolution kernel alone (corpus
+/// conv.006, N 32, on every chip: one kernel); with a batch of 9 a copy into row-major follows, moving the
+/// 9 x 2 x 8 x 128 x 4 B = 73,728 B result in and out.
+#[test]
+fn a_convolution_result_with_a_batch_of_eight_keeps_its_layout() {
+    let module = |n: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = f32[{n},2,8,128]{{3,2,1,0}} parameter(0)\n  \
+             w = f32[1,1,128,128]{{3,2,1,0}} parameter(1)\n  ROOT c = f32[{n},2,8,128]{{3,2,1,0}} convolution(x, w), \
+             window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+        )
+    };
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        let eight = cost_on(&module(8), chip);
+        assert_eq!(eight.kernels.len(), 1, "{chip}: {:?}", eight.kernels);
+        assert_eq!(eight.kernels[0].kind, KernelKind::Mxu);
+        let nine = cost_on(&module(9), chip);
+        assert_eq!(nine.kernels.len(), 2, "{chip}: {:?}", nine.kernels);
+        assert_eq!(nine.kernels[1].name, "c.relayout");
+        assert_eq!(nine.kernels[1].hbm_bytes, 2 * 73_728);
+    }
+}
+
+/// On v5p (megacore, no CMEM: an MXU kernel's result cannot stay in one core's VMEM) a convolution result copied
+/// out to the entry's layout is an HBM temporary until the copy: f32[9,2,8,128], 9 x 2 x 8 x 128 x 4 B = 73,728 B
+/// (tile-aligned), plus the allocation's fixed overhead, as the only temporary (corpus conv.011 on v5p: 4,751,360
+/// temp bytes, where tpusim counted none). With a small batch the input is copied and padded and the result
+/// cropped: bf16[2,16,8,128] in and out, 2 x 16 x 8 x 128 x 2 B = 65,536 B each, two of the chain live at once:
+/// 131,072 B. On v5e, whose VMEM holds them, no temporary.
+#[test]
+fn a_copied_convolution_result_is_a_temporary_on_v5p() {
+    let overhead = hlo_params()
+        .into_iter()
+        .find(|h| h.name == "v5p")
+        .unwrap()
+        .temp_overhead_bytes;
+    let module = |dtype: &str, n: u64, w: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = {dtype}[{n},{w},8,128]{{3,2,1,0}} parameter(0)\n  \
+             k = {dtype}[1,1,128,128]{{3,2,1,0}} parameter(1)\n  ROOT c = {dtype}[{n},{w},8,128]{{3,2,1,0}} \
+             convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+        )
+    };
+    let copied = module("f32", 9, 2);
+    assert_eq!(cost_on(&copied, "v5p").temp_bytes, 73_728 + overhead);
+    assert_eq!(cost_on(&copied, "v5e").temp_bytes, 0);
+    // bf16[2,16,8,128]: 2 x 16 x 8 x 128 x 2 B = 65,536 B per array; input copy, pad, result, crop.
+    let small_batch = module("bf16", 2, 16);
+    let c = cost_on(&small_batch, "v5p");
+    let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["x.relayout", "x.pad", "c", "c.crop", "c.relayout"]);
+    assert_eq!(c.temp_bytes, 2 * 65_536 + overhead);
+    // A batch of 8 keeps its layout: no copy, no temporary.
+    assert_eq!(cost_on(&module("f32", 8, 2), "v5p").temp_bytes, 0);
+}
+
+/// A loss summed over a convolution's result, the result also returned: the compiler computes the sum in the
+/// convolution kernel's epilogue (corpus conv.001 on v5e: one kOutput fusion of the convolution and the sum), so
+/// the reduce kernel reads nothing from HBM and pays no launch: its one reduction over `y` (f32[8,16,16,128],
+/// tile-aligned: 256 blocks of 1024) at the fused-op rate of an MXU kernel. Without the rule it read `y`'s
+/// 1,048,576 B again after a launch.
+#[test]
+fn a_sum_over_a_convolution_result_is_its_epilogue() {
+    let tail = "  sq = f32[8,16,16,128]{3,2,1,0} multiply(y, y)\n  \
+        s = f32[] reduce(sq, z), dimensions={0,1,2,3}, to_apply=add\n  \
+        ROOT o = (f32[8,16,16,128]{3,2,1,0}, f32[]) tuple(y, s)\n";
+    for chip in ["v5e", "v6e"] {
+        let hp = hlo_params().into_iter().find(|h| h.name == chip).unwrap();
+        let c = cost_on(&conv_then(tail), chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        let r = c
+            .kernels
+            .iter()
+            .find(|k| k.name == "s")
+            .unwrap_or_else(|| panic!("{chip}: {names:?}"));
+        assert_eq!(r.kind, KernelKind::Reduce);
+        assert_eq!(r.hbm_bytes, 0, "{chip}");
+        let per_block = hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
+        assert_eq!(r.cycles, (256.0 * per_block).round() as u64, "{chip}");
+    }
+}
+
+/// A 1x1 convolution of stride 2 over one bf16[1,16,16,128] image: the compiler reads the input through a strided
+/// slice (no input copy) but pads it to the window and crops the windowed result all the same (corpus conv.023 on
+/// v5e: pad 13,635 cycles, crop 5,827; conv.025: pad 3,299, crop 3,320). Pad, convolution, crop and the output copy;
+/// the pad moves the input's 1 x 16 x 16 x 128 x 2 B = 65,536 B in and out, the crop and the copy the result's
+/// 1 x 8 x 8 x 128 x 2 B = 16,384 B (tile-aligned: `tpusim layout --chip v5e bf16[1,8,8,128]` gives the (8,128)(2,1)
+/// tile). Before the rule the program was the convolution and its output copy only.
+#[test]
+fn a_strided_pointwise_convolution_with_a_small_batch_is_padded_and_cropped() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[1,16,16,128]{3,2,1,0} parameter(0)\n  \
+                k = bf16[1,1,128,128]{3,2,1,0} parameter(1)\n  \
+                ROOT c = bf16[1,8,8,128]{3,2,1,0} convolution(x, k), window={size=1x1 stride=2x2}, \
+                dim_labels=b01f_01io->b01f\n}\n";
+    let c = cost_on(text, "v5e");
+    let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+    assert_eq!(names, ["x.pad", "c", "c.crop", "c.relayout"]);
+    assert_eq!(c.kernels[0].hbm_bytes, 2 * 65_536);
+    assert_eq!(c.kernels[2].hbm_bytes, 2 * 16_384);
+    assert_eq!(c.kernels[3].hbm_bytes, 2 * 16_384);
+}
