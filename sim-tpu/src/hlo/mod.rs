@@ -35,6 +35,7 @@ pub mod partition_oracle;
 mod prefetch;
 mod relayout;
 mod report;
+mod rowstats;
 mod scalar;
 pub mod score;
 pub mod sharding;
