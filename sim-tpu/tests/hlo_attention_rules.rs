@@ -85,6 +85,21 @@ fn a_column_reduction_of_a_matmul_result_keeps_its_kernel() {
     assert_eq!(c.kernels.len(), 3, "{:?}", c.kernels);
 }
 
+/// The same attention with f32 scores (the dot's result f32): the compiler writes the scores and their row max
+/// from the dot's kernel and computes the exp and sum in a loop kernel of its own (every f32 attention and
+/// transformer block of the corpus), so the reduce kernel stays: three kernels.
+#[test]
+fn row_statistics_over_f32_scores_keep_their_kernel() {
+    let text = ATTENTION.replace(
+        "s = bf16[8,128,128]{2,1,0} dot(q, k)",
+        "s = f32[8,128,128]{2,1,0} dot(q, k)",
+    );
+    let (chip, hp) = bare_v5p();
+    let c = cost_module_with(&HloModule::parse(&text).unwrap(), &chip, &hp).unwrap();
+    assert_eq!(c.kernels.len(), 3, "{:?}", c.kernels);
+    assert_eq!(c.kernels[1].kind, KernelKind::Reduce);
+}
+
 /// `exp` of an f32[8,100] parameter read by a custom call (unmodelled, so the exp's kernel writes it out): one
 /// temporary of 8 x 128 (the minor dimension padded to 128) x 4 B = 4,096 B, which the compiler's allocation
 /// counts as one 16 KiB granule (every corpus record's temp is a multiple of 16,384 B).

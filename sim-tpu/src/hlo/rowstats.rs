@@ -12,6 +12,8 @@
 
 use std::collections::BTreeSet;
 
+use sim_core::layout::Shape;
+
 use super::bytes::{dims_of, elements};
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
@@ -46,7 +48,7 @@ fn host(g: &Graph<'_>, kernels: &[Group], b: usize, entry_outputs: &BTreeSet<usi
     // The MXU kernel writing the largest array `r` reads.
     let largest = *r.inputs.iter().max_by_key(|&&i| elements(&g.nodes[i].ins.shape))?;
     let a = producer(largest)?;
-    if kernels[a].kind != KernelKind::Mxu || !reduces_rows_of(g, r, largest) {
+    if kernels[a].kind != KernelKind::Mxu || !reduces_rows_of(g, r, largest) || !narrow_rows(g, &kernels[a], largest) {
         return None;
     }
     // Every other input must be ready where the MXU kernel runs.
@@ -66,27 +68,55 @@ fn host(g: &Graph<'_>, kernels: &[Group], b: usize, entry_outputs: &BTreeSet<usi
     internal.contains(&largest).then_some((a, internal))
 }
 
+/// Rows longer than this many elements are not reduced in the matmul's kernel: the compiler fuses the softmax of
+/// bf16 scores with rows of up to 7,044 elements (attention.020, S 7,044; transformer_block.009, S 6,551) and
+/// keeps it a loop kernel of its own at 14,256 and 15,104 (attention.025, attention.019), on all five chips; the
+/// boundary lies between, and 8,192 (64 lane tiles) is taken.
+const MAX_ROW_ELEMENTS: u64 = 8192;
+
+/// Whether MXU kernel `k`'s dots all produce 16-bit results (bf16 scores, widened in the epilogue) and `value`'s
+/// rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 scores the compiler writes the scores and their row max
+/// from the dot's kernel and computes the exp and sum in a loop kernel of its own, as tpusim's grouping does
+/// (every f32 attention and transformer block of the corpus, S 128-6,555, on all five chips).
+fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
+    let dots = k
+        .members
+        .iter()
+        .filter(|&&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
+    let mut any = false;
+    for &d in dots {
+        match &g.nodes[d].ins.shape {
+            Shape::Array(a) if a.element_type.bit_width() <= 16 => any = true,
+            _ => return false,
+        }
+    }
+    any && dims_of(&g.nodes[value].ins.shape)
+        .last()
+        .is_some_and(|&n| n <= MAX_ROW_ELEMENTS)
+}
+
 /// Whether every reduction of kernel `r` reduces only the minor (last) dimension of an array of `value`'s size:
 /// row statistics, each row whole in one window.
 fn reduces_rows_of(g: &Graph<'_>, r: &Group, value: usize) -> bool {
     let n = elements(&g.nodes[value].ins.shape);
-    let mut any = false;
-    for &m in &r.members {
-        let node = &g.nodes[m];
-        if node.class != OpClass::Reduce {
-            continue;
-        }
-        let Some(&input) = node.operands.first() else {
-            return false;
-        };
-        let rank = dims_of(&g.nodes[input].ins.shape).len() as i64;
-        let dims = node.ins.int_list("dimensions").unwrap_or_default();
-        if node.ins.opcode != "reduce" || rank < 2 || dims != [rank - 1] || elements(&g.nodes[input].ins.shape) != n {
-            return false;
-        }
-        any = true;
-    }
-    any
+    let mut reductions = r
+        .members
+        .iter()
+        .map(|&m| &g.nodes[m])
+        .filter(|m| m.class == OpClass::Reduce)
+        .peekable();
+    reductions.peek().is_some() && reductions.all(|m| row_reduction_of(g, m, n))
+}
+
+/// Whether `node` is a `reduce` of only the minor (last) dimension of an array of rank 2 or more with `n`
+/// elements.
+fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> bool {
+    let Some(&input) = node.operands.first() else {
+        return false;
+    };
+    let rank = dims_of(&g.nodes[input].ins.shape).len() as i64;
+    let dims = node.ins.int_list("dimensions").unwrap_or_default();
+    node.ins.opcode == "reduce" && rank >= 2 && dims == [rank - 1] && elements(&g.nodes[input].ins.shape) == n
 }
 
 /// Merges reduce kernel `r` into MXU kernel `k`; `internal` are `k`'s outputs only `r` read.
