@@ -27,10 +27,10 @@ const HELDOUT_MEDIAN_MAX: f64 = 0.18;
 const HELDOUT_P90_MAX: f64 = 0.75;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
-/// v5p's temp median is 70.0 % (85.8 % before): its temp constants, now fitted on the sample and the corpus
-/// together, keep nothing on chip (`temp_fast_bytes` 0 scores best on both), and the corpus's larger programs keep
-/// intermediates on chip where the model puts them in HBM. Bounded so it cannot grow.
-const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.75;
+/// v5p's temp median is 48.5 % (70.0 % before the 16 KiB temp granule and the temp objective capping each error
+/// at 1,000 %, which let the fit keep 56 MiB of loop-fusion results on chip, as the compiler does): still over the
+/// goal (convolution relayout copies and kernel-structure differences). Bounded so it cannot grow.
+const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.50;
 
 #[test]
 fn corpus_bytes_exact_and_heldout_within_bound() {

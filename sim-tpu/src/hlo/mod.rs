@@ -39,6 +39,7 @@ mod passes;
 mod prefetch;
 mod relayout;
 mod report;
+mod rowstats;
 mod scalar;
 pub mod score;
 pub mod sharding;

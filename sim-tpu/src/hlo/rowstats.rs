@@ -1,0 +1,142 @@
+//! Row statistics over a matmul's result in the matmul's own kernel: a reduce kernel reducing the rows (the
+//! minor dimension, at most 8,192 long) of a value an MXU kernel with 16-bit dot results writes out, and read by
+//! nothing else, joins that MXU kernel, which then keeps the value on chip and writes only the reduce kernel's
+//! results.
+//!
+//! Evidence (compiler corpus, optimized HLO): attention's softmax over its scores. tpusim's grouping computes the
+//! scores' dot and their row max in one kernel and the `exp(s - max)` and its row sum in a second one, reading
+//! the f32 scores back from HBM. The compiler makes one kOutput fusion of the dot, the row max (a `reduce-window`
+//! spanning the whole row, so each row is whole in the kernel's window), the subtraction, the exp and the row sum,
+//! writing only the exp and the sum: attention.002@v5e (f32 scores [7,16,1007,1007]) `fusion.12` 1,378,882
+//! cycles, where tpusim's two kernels cost 2,039,919 and 1,993,353 (the scores written and read back, 0.9 GB);
+//! attention.000@v5e (scores [2,8,885,885]) 51,491 cycles against 123,262 + 122,244.
+
+use std::collections::BTreeSet;
+
+use sim_core::layout::Shape;
+
+use super::bytes::{dims_of, elements};
+use super::fusion::{Group, KernelKind};
+use super::graph::Graph;
+use super::ops::OpClass;
+
+/// `kernels` (in execution order) with every reduce kernel over the rows of an MXU kernel's result merged into
+/// that MXU kernel, at the MXU kernel's place.
+pub(super) fn merge_row_statistics(g: &Graph<'_>, mut kernels: Vec<Group>) -> Vec<Group> {
+    let entry_outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    let mut b = 0;
+    while b < kernels.len() {
+        match host(g, &kernels, b, &entry_outputs) {
+            Some((a, internal)) => {
+                let reduce = kernels.remove(b);
+                join(&mut kernels[a], reduce, &internal);
+            }
+            None => b += 1,
+        }
+    }
+    kernels
+}
+
+/// The MXU kernel (index) reduce kernel `b` joins, and the values that then stay inside it; `None` when `b` is
+/// not a row reduction over an MXU kernel's result or cannot move to that kernel's place.
+fn host(g: &Graph<'_>, kernels: &[Group], b: usize, entry_outputs: &BTreeSet<usize>) -> Option<(usize, Vec<usize>)> {
+    let r = &kernels[b];
+    if r.kind != KernelKind::Reduce {
+        return None;
+    }
+    // The kernel writing each of `r`'s inputs, if a kernel does.
+    let producer = |i: usize| kernels[..b].iter().rposition(|k| k.outputs.contains(&i));
+    // The MXU kernel writing the largest array `r` reads.
+    let largest = *r.inputs.iter().max_by_key(|&&i| elements(&g.nodes[i].ins.shape))?;
+    let a = producer(largest)?;
+    if kernels[a].kind != KernelKind::Mxu || !reduces_rows_of(g, r, largest) || !narrow_rows(g, &kernels[a], largest) {
+        return None;
+    }
+    // Every other input must be ready where the MXU kernel runs.
+    if r.inputs.iter().any(|&i| producer(i).is_some_and(|p| p > a)) {
+        return None;
+    }
+    // Values of the MXU kernel only `r` reads stay on chip.
+    let read_elsewhere = |x: usize| {
+        entry_outputs.contains(&x) || kernels.iter().enumerate().any(|(t, k)| t != b && k.inputs.contains(&x))
+    };
+    let internal: Vec<usize> = kernels[a]
+        .outputs
+        .iter()
+        .copied()
+        .filter(|&x| r.inputs.contains(&x) && !read_elsewhere(x))
+        .collect();
+    internal.contains(&largest).then_some((a, internal))
+}
+
+/// Rows longer than this many elements are not reduced in the matmul's kernel: the compiler fuses the softmax of
+/// bf16 scores with rows of up to 7,044 elements (attention.020, S 7,044; transformer_block.009, S 6,551) and
+/// keeps it a loop kernel of its own at 14,256 and 15,104 (attention.025, attention.019), on all five chips; the
+/// boundary lies between, and 8,192 (64 lane tiles) is taken.
+const MAX_ROW_ELEMENTS: u64 = 8192;
+
+/// Whether MXU kernel `k`'s dots all produce 16-bit results (bf16 scores, widened in the epilogue) and `value`'s
+/// rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 scores the compiler writes the scores and their row max
+/// from the dot's kernel and computes the exp and sum in a loop kernel of its own, as tpusim's grouping does
+/// (every f32 attention and transformer block of the corpus, S 128-6,555, on all five chips).
+fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
+    let dots = k
+        .members
+        .iter()
+        .filter(|&&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
+    let mut any = false;
+    for &d in dots {
+        match &g.nodes[d].ins.shape {
+            Shape::Array(a) if a.element_type.bit_width() <= 16 => any = true,
+            _ => return false,
+        }
+    }
+    any && dims_of(&g.nodes[value].ins.shape)
+        .last()
+        .is_some_and(|&n| n <= MAX_ROW_ELEMENTS)
+}
+
+/// Whether every reduction of kernel `r` reduces only the minor (last) dimension of an array of `value`'s size:
+/// row statistics, each row whole in one window.
+fn reduces_rows_of(g: &Graph<'_>, r: &Group, value: usize) -> bool {
+    let n = elements(&g.nodes[value].ins.shape);
+    let mut reductions = r
+        .members
+        .iter()
+        .map(|&m| &g.nodes[m])
+        .filter(|m| m.class == OpClass::Reduce)
+        .peekable();
+    reductions.peek().is_some() && reductions.all(|m| row_reduction_of(g, m, n))
+}
+
+/// Whether `node` is a `reduce` of only the minor (last) dimension of an array of rank 2 or more with `n`
+/// elements.
+fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> bool {
+    let Some(&input) = node.operands.first() else {
+        return false;
+    };
+    let rank = dims_of(&g.nodes[input].ins.shape).len() as i64;
+    let dims = node.ins.int_list("dimensions").unwrap_or_default();
+    node.ins.opcode == "reduce" && rank >= 2 && dims == [rank - 1] && elements(&g.nodes[input].ins.shape) == n
+}
+
+/// Merges reduce kernel `r` into MXU kernel `k`; `internal` are `k`'s outputs only `r` read.
+fn join(k: &mut Group, r: Group, internal: &[usize]) {
+    let produced: BTreeSet<usize> = k.outputs.iter().copied().collect();
+    for m in r.members {
+        if !k.members.contains(&m) {
+            k.members.push(m);
+        }
+    }
+    for i in r.inputs {
+        if !produced.contains(&i) && !k.inputs.contains(&i) {
+            k.inputs.push(i);
+        }
+    }
+    k.outputs.retain(|o| !internal.contains(o));
+    for o in r.outputs {
+        if !k.outputs.contains(&o) {
+            k.outputs.push(o);
+        }
+    }
+}
