@@ -48,11 +48,11 @@ fn slice_json_has_collectives_and_the_step() {
         slow["collectives"][0]["bandwidth_cycles"].as_i64().unwrap(),
     );
     assert!((b - 2 * a).abs() <= 1, "{a} {b}");
-    // A 5 us hop: 4 hops + 1 us launch = 21 us of latency.
+    // A 5 us hop: 4 hops + the 3.55 us launch = 23.55 us of latency.
     let hop = overlap_json(&["--set", "chip.ici_hop_latency_ns=5000"]);
     assert_eq!(
         hop["collectives"][0]["latency_cycles"],
-        (21e-6f64 * 1503e6).round() as i64
+        (23.55e-6f64 * 1503e6).round() as i64
     );
 }
 
@@ -154,9 +154,30 @@ fn readme_slice_table_is_current() {
         let us = |k: &str| format!("{:.1}", s[k].as_f64().unwrap() * per);
         assert_eq!(cells[2], format!("{:.1}", s["step_us"].as_f64().unwrap()), "{line}");
         assert_eq!(cells[3], us("compute_cycles"), "{line}");
-        assert_eq!(cells[4], us("collective_cycles"), "{line}");
+        let mut kinds: Vec<(String, f64)> = s["collective_cycles_by_kind"]
+            .as_object()
+            .unwrap()
+            .iter()
+            .map(|(k, c)| (k.clone(), c.as_f64().unwrap()))
+            .collect();
+        kinds.sort_by(|a, b| a.0.cmp(&b.0));
+        let by_kind: Vec<String> = kinds.iter().map(|(k, c)| format!("{k} {:.1}", c * per)).collect();
+        assert_eq!(
+            cells[4],
+            format!("{} ({})", us("collective_cycles"), by_kind.join("; ")),
+            "{line}"
+        );
         assert_eq!(cells[5], us("exposed_communication_cycles"), "{line}");
         rows += 1;
     }
-    assert!(rows >= 9, "{rows} rows");
+    // The MLP and the block, data- and tensor-parallel, each on at least three slice shapes.
+    assert!(rows >= 15, "{rows} rows");
+    for program in ["mlp dp", "mlp tp", "block dp", "block tp"] {
+        let shapes = readme[start..]
+            .lines()
+            .take_while(|l| l.starts_with('|'))
+            .filter(|l| l.starts_with(&format!("| {program} |")))
+            .count();
+        assert!(shapes >= 3, "{program}: {shapes} slice shapes");
+    }
 }

@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compiles a sharded MLP and a transformer block training step (data- and tensor-parallel) ahead-of-time on
-several v5p slices and writes each per-device optimized module (what `tpusim hlo --slice` reads) with the
-compiler's per-device memory_analysis.
+several v5p slices (the block tensor-parallel only where its 16 heads split evenly: not on 4x4x4's 64 devices)
+and writes each per-device optimized module (what `tpusim hlo --slice` reads) with the compiler's per-device
+memory_analysis.
 
 Usage (venv from requirements.txt; never run by tests or CI):
   ALLOW_MULTIPLE_LIBTPU_LOAD=1 nice -n 10 python tools/shard-probe/models.py OUT_DIR
@@ -20,7 +21,7 @@ import numpy as np
 from jax.experimental.topologies import get_topology_desc
 from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
 
-SLICES = ["v5p:2x2x1", "v5p:2x2x2", "v5p:4x4x4"]
+SLICES = ["v5p:2x2x1", "v5p:2x2x2", "v5p:2x2x4", "v5p:4x4x4"]
 D, H = 2048, 8192
 TOKENS_PER_DEVICE = 2048
 

@@ -17,7 +17,7 @@ MODELS = ROOT / "testdata/shard/models"
 
 def main():
     mem = json.loads((MODELS / "memory.json").read_text())
-    print("| program | slice | step µs | compute µs | collectives µs (summed) | exposed µs | "
+    print("| program | slice | step µs | compute µs | collectives µs (summed; by kind) | exposed µs | "
           "temp MiB (compiler) |")
     print("|---|---|---|---|---|---|---|")
     for name in sorted(mem, key=lambda n: (n.split(".")[0], n.split(".")[1], len(n), n)):
@@ -27,7 +27,9 @@ def main():
         r = json.loads(out)
         s = r["step"]
         us = lambda c: c * s["step_us"] / max(s["step_cycles"], 1)
-        print(f"| {model} {par} | {shape} | {s['step_us']:.1f} | {us(s['compute_cycles']):.1f} | {us(s['collective_cycles']):.1f} | "
+        kinds = "; ".join(f"{k} {us(c):.1f}" for k, c in sorted(s["collective_cycles_by_kind"].items()))
+        print(f"| {model} {par} | {shape} | {s['step_us']:.1f} | {us(s['compute_cycles']):.1f} | "
+              f"{us(s['collective_cycles']):.1f} ({kinds}) | "
               f"{us(s['exposed_communication_cycles']):.1f} | "
               f"{r['temp_bytes'] / 2**20:.1f} ({mem[name]['temp_size_in_bytes'] / 2**20:.1f}) |")
 

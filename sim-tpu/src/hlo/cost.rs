@@ -826,12 +826,7 @@ fn place_buffers(
     eligible: &dyn Fn(&Group) -> bool,
 ) -> Result<(u64, BTreeSet<usize>), HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
-    let mut last_use: HashMap<usize, usize> = HashMap::new();
-    for (t, k) in kernels.iter().enumerate() {
-        for &i in &k.inputs {
-            last_use.insert(i, t);
-        }
-    }
+    let last_use = super::vmem_copy::hbm_last_use(g, kernels);
     // (start, end, bytes, node, on-chip allowed) in kernel order.
     let mut buffers = Vec::new();
     for (t, k) in kernels.iter().enumerate() {

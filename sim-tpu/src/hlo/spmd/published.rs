@@ -35,14 +35,17 @@ pub struct Point {
     pub chip: String,
     /// Slice shape.
     pub slice: String,
-    /// Collective kind (`all-gather`).
+    /// Collective kind (`all-gather`, `collective-permute`).
     pub kind: String,
     /// Per-device operand shape, e.g. `bf16[64,256]`.
     pub operand: String,
     /// Per-device result shape.
     pub result: String,
-    /// Replica groups as the module writes them.
+    /// Replica groups as the module writes them (empty for a permute).
     pub replica_groups: String,
+    /// A permute's `source_target_pairs` as the module writes them.
+    #[serde(default)]
+    pub source_target_pairs: Option<String>,
     /// Measured time of the collective, microseconds.
     pub measured_us: f64,
     /// What the point is used for.
@@ -86,13 +89,18 @@ impl Point {
             let dims: Vec<String> = (0..rank).rev().map(|d| d.to_string()).collect();
             format!("{shape}{{{}}}", dims.join(","))
         };
+        let who = match &self.source_target_pairs {
+            Some(pairs) => format!("source_target_pairs={pairs}"),
+            None => format!(
+                "replica_groups={}, dimensions={{0}}, use_global_device_ids=true",
+                self.replica_groups
+            ),
+        };
         format!(
-            "HloModule published\n\nENTRY main {{\n  p = {} parameter(0)\n  ROOT c = {} {}(p), channel_id=1, \
-             replica_groups={}, dimensions={{0}}, use_global_device_ids=true\n}}\n",
+            "HloModule published\n\nENTRY main {{\n  p = {} parameter(0)\n  ROOT c = {} {}(p), channel_id=1, {who}\n}}\n",
             layout(&self.operand),
             layout(&self.result),
             self.kind,
-            self.replica_groups
         )
     }
 
@@ -110,6 +118,30 @@ impl Point {
             bandwidth_us: us(c.bandwidth_cycles),
             latency_us: us(c.latency_cycles),
         })
+    }
+}
+
+/// Below this many bytes per device a point is in the latency regime, where the issue's bound is 1.5x of the
+/// measurement (above it the compiler's scheduler is the reference for the bandwidth term).
+pub const SMALL_MESSAGE_BYTES: u64 = 1 << 20;
+
+impl Point {
+    /// Bytes each device sends or receives: the larger of its operand and result (an all-gather's result).
+    pub fn bytes_per_device(&self) -> Result<u64, HloError> {
+        let bytes = |shape: &str| -> Result<u64, HloError> {
+            let parsed = sim_core::layout::parse_shape(shape)
+                .map_err(|e| HloError::Unsupported(format!("{}: shape `{shape}`: {e}", self.id)))?;
+            Ok(match parsed {
+                sim_core::layout::Shape::Array(a) => a.unpadded_bytes().unwrap_or(0),
+                _ => 0,
+            })
+        };
+        Ok(bytes(&self.operand)?.max(bytes(&self.result)?))
+    }
+
+    /// Measured over predicted time.
+    pub fn ratio(&self, chip: &Chip) -> Result<f64, HloError> {
+        Ok(self.measured_us / self.predict(chip)?.total_us())
     }
 }
 
