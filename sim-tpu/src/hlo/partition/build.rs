@@ -25,6 +25,8 @@ pub enum Rule {
     PermuteDevices,
     /// An instruction outside the patterns: its operands gathered whole, computed on every device.
     Conservative,
+    /// An operand of a `shard_map` region moved to the region's in-specs, or a result to its out-specs.
+    ManualBoundary,
 }
 
 /// One collective the partitioner inserted.
