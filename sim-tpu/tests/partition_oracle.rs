@@ -44,14 +44,18 @@ fn classes(m: &BTreeMap<CollectiveKind, KindTotal>) -> BTreeMap<CollectiveKind, 
 fn inserted_collectives_match_the_compilers() {
     let cs = comparisons();
     assert!(cs.len() >= 8, "{} records", cs.len());
-    // Where the compiler loops a dot over the devices' blocks with collective-permutes (windowed einsum),
-    // its module has no gathers or reductions to compare; tpusim does not model that rewrite.
-    assert!(cs.iter().filter(|c| !c.compiler_windowed).count() >= 8);
-    for c in cs
-        .iter()
-        .filter(|c| !c.case.starts_with("moe.") && !c.compiler_windowed)
-    {
-        let (ours, theirs) = (classes(&c.ours), classes(&c.compiler));
+    // Where the compiler loops a dot over the devices' blocks (windowed einsum), so does tpusim: the
+    // gathers and reductions left outside the loops must match; the loops' permutes are not in the
+    // compiler's entry to compare (FSDP on 8 devices: the weights read by two dots are all-gathered, 8 MiB
+    // for the MLP and 18 MiB for the block, and no gradient is reduce-scattered).
+    assert_eq!(cs.iter().filter(|c| c.compiler_windowed).count(), 2);
+    for c in cs.iter().filter(|c| !c.case.starts_with("moe.")) {
+        let (mut ours, mut theirs) = (classes(&c.ours), classes(&c.compiler));
+        if c.compiler_windowed {
+            ours.remove(&CollectiveKind::CollectivePermute);
+            theirs.remove(&CollectiveKind::CollectivePermute);
+            assert!(!c.ours.contains_key(&CollectiveKind::ReduceScatter), "{}", c.case);
+        }
         let total: u64 = theirs.values().map(|x| x.0).sum();
         for k in ours.keys().chain(theirs.keys()) {
             let (a, b) = (

@@ -16,6 +16,7 @@ pub mod layout;
 pub mod manual;
 pub mod rules;
 mod step;
+pub mod windowed;
 
 use std::collections::HashSet;
 
@@ -120,6 +121,18 @@ pub fn partition(
     mesh: Option<&[(String, u64)]>,
     text: &str,
 ) -> Result<Partitioned, HloError> {
+    partition_with(module, devices, mesh, text, None)
+}
+
+/// [`partition`], with FSDP dots run as windowed einsums where `windowed` (the chip's side of the
+/// compiler's choice) says so.
+pub fn partition_with(
+    module: &HloModule,
+    devices: u64,
+    mesh: Option<&[(String, u64)]>,
+    text: &str,
+    windowed: Option<windowed::WindowedEinsum>,
+) -> Result<Partitioned, HloError> {
     // The shardings were written against the module's own mesh when it names one.
     let mesh: Vec<(String, u64)> = sdy_mesh(module)
         .or_else(|| mesh.map(<[_]>::to_vec))
@@ -165,6 +178,7 @@ pub fn partition(
         .flat_map(|c| c.instructions.iter().map(|i| i.name.clone()))
         .collect();
     let mut b = Builder::new(&base, names);
+    b.windowed = windowed;
     let axes = manual::MeshAxes::new(&mesh, &base.sizes);
     let root = step::run(comp, &anns, &mut b, &mut warnings, &axes).map_err(|r| HloError::Invalid {
         line: line_of(text, &r.name),

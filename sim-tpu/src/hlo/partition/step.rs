@@ -34,6 +34,8 @@ struct Walk<'c, 'b, 'a> {
     want: Vec<Option<Layout>>,
     warnings: &'b mut Vec<String>,
     mesh: &'b MeshAxes,
+    /// How many dots read each instruction.
+    dots_using: Vec<usize>,
 }
 
 /// An instruction the walk cannot partition: its name and why.
@@ -55,6 +57,12 @@ pub fn run(
     mesh: &MeshAxes,
 ) -> Result<usize, Refused> {
     let want = wanted(comp, anns);
+    let mut dots_using = vec![0; comp.instructions.len()];
+    for ins in comp.instructions.iter().filter(|i| i.opcode == "dot") {
+        for &o in ins.operand_ids() {
+            dots_using[o] += 1;
+        }
+    }
     let mut w = Walk {
         comp,
         b,
@@ -62,6 +70,7 @@ pub fn run(
         want,
         warnings,
         mesh,
+        dots_using,
     };
     for (i, ann) in anns.iter().enumerate().take(comp.instructions.len()) {
         let node = w.one(i, ann.as_ref()).map_err(|message| Refused {
@@ -418,10 +427,109 @@ impl Walk<'_, '_, '_> {
         };
         let size = |v: &Val| global_dims(&v.shape).iter().product::<i64>();
         let plan = rules::dot(ins, &l.dist, &rv.dist, size(&l) >= size(&rv));
+        if let Some(v) = self.windowed(i, &l, &rv, &plan, ops) {
+            return Node {
+                idx: v.idx,
+                layout: Layout::Array(v.dist),
+            };
+        }
         let lv = self.b.reshard(&l, &plan.lhs, &ins.name, Rule::GatherForUse);
         let rv = self.b.reshard(&rv, &plan.rhs, &ins.name, Rule::GatherForUse);
         let node = self.write(ins, vec![lv.idx, rv.idx], Layout::Array(plan.out.clone()));
         self.finish_partial(i, node, plan.out, None)
+    }
+
+    /// The dot as a windowed einsum ([`super::windowed`]) when the compiler would run it so: a one-dot
+    /// operand split on its (single) contracting dim and gathered for it, or partial sums wanted scattered.
+    fn windowed(&mut self, i: usize, l: &Val, r: &Val, plan: &rules::DotPlan, ops: &[usize]) -> Option<Val> {
+        let w = self.b.windowed?;
+        let ins = &self.comp.instructions[i];
+        let (lcs, rcs) = (
+            ins.int_list("lhs_contracting_dims")?,
+            ins.int_list("rhs_contracting_dims")?,
+        );
+        let (lb, rb) = (
+            ins.int_list("lhs_batch_dims").unwrap_or_default(),
+            ins.int_list("rhs_batch_dims").unwrap_or_default(),
+        );
+        // Rows per device of an operand: its local extent outside `skip` (contracting and batch dims).
+        let rows = |v: &Val, d: &Dist, skip: &[i64], batch: &[i64]| -> u64 {
+            let local = d.local(self.b.base, &global_dims(&v.shape));
+            local
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| !skip.contains(&(*j as i64)) && !batch.contains(&(*j as i64)))
+                .map(|(_, &n)| n as u64)
+                .product()
+        };
+        // The contracting pair whose split a side gathers (the only split contracting dim of that side).
+        let split_pair = |d: &Dist, cs: &[i64], os: &[i64]| -> Option<(usize, usize)> {
+            let split: Vec<usize> = (0..cs.len()).filter(|&k| !d.dims[cs[k] as usize].is_empty()).collect();
+            match split[..] {
+                [k] => Some((cs[k] as usize, os[k] as usize)),
+                _ => None,
+            }
+        };
+        // All-gather side.
+        let sides = [
+            (true, r, &plan.rhs, &rcs, l, &plan.lhs, &lcs, ops[1], &lb),
+            (false, l, &plan.lhs, &lcs, r, &plan.rhs, &rcs, ops[0], &rb),
+        ];
+        for (is_rhs, cur, planned, cs, other, other_plan, ocs, o, obatch) in sides {
+            let Some((c, oc)) = split_pair(&cur.dist, cs, ocs) else {
+                continue;
+            };
+            let axes = cur.dist.dims[c].clone();
+            let only_c_gathered = planned.dims[c].is_empty()
+                && cur.dist.partial.is_empty()
+                && (0..cur.dist.dims.len()).all(|j| j == c || cur.dist.dims[j] == planned.dims[j]);
+            if axes.is_empty() || !only_c_gathered || !other_plan.dims[oc].is_empty() || self.dots_using[o] != 1 {
+                continue;
+            }
+            let other_rows = rows(other, other_plan, ocs, obatch);
+            if !w.applies(self.b.base.size(&axes), other_rows) {
+                continue;
+            }
+            let ov = self.b.reshard(other, other_plan, &ins.name, Rule::GatherForUse);
+            return Some(self.b.windowed_gather(ins, &ov, oc, cur, is_rhs, &axes, &plan.out));
+        }
+        // Reduce-scatter side.
+        let p = plan.out.partial.clone();
+        let want = self.want[i].as_ref().and_then(Layout::dist)?.clone();
+        let k = (0..plan.out.dims.len()).find(|&k| {
+            let mut grown = plan.out.dims[k].clone();
+            grown.extend(&p);
+            want.dims.get(k) == Some(&grown)
+        })?;
+        let local = plan.lhs.local(self.b.base, &global_dims(&l.shape));
+        let per_device_rows: u64 = lcs
+            .iter()
+            .map(|&c| local.get(c as usize).copied().unwrap_or(1) as u64)
+            .product();
+        if p.is_empty() || !w.applies(self.b.base.size(&p), per_device_rows) {
+            return None;
+        }
+        let nb = lb.len();
+        let free = |rank: usize, cs: &[i64], batch: &[i64]| -> Vec<usize> {
+            (0..rank)
+                .filter(|&j| !cs.contains(&(j as i64)) && !batch.contains(&(j as i64)))
+                .collect()
+        };
+        let (lf, rf) = (free(l.dist.dims.len(), &lcs, &lb), free(r.dist.dims.len(), &rcs, &rb));
+        let (free_is_rhs, free_dim) = match k.checked_sub(nb) {
+            Some(x) if x < lf.len() => (false, lf[x]),
+            Some(x) if x - lf.len() < rf.len() => (true, rf[x - lf.len()]),
+            _ => return None,
+        };
+        let lv = self.b.reshard(l, &plan.lhs, &ins.name, Rule::GatherForUse);
+        let rv = self.b.reshard(r, &plan.rhs, &ins.name, Rule::GatherForUse);
+        let mut to = plan.out.clone();
+        to.partial.clear();
+        to.dims[k].extend(&p);
+        Some(
+            self.b
+                .windowed_scatter(ins, &lv, &rv, free_is_rhs, free_dim, k, &p, &to),
+        )
     }
 
     /// Sums a result's partial sums (reduce-scatter when its users want it split so).
