@@ -9,44 +9,17 @@ Usage (never run by tests or CI):
 """
 import json
 import os
-import re
 import sys
 
 sys.path.insert(0, os.path.dirname(__file__))
 import probe  # noqa: E402
 
 
-def loop_aware(text):
-    comps, cur = {}, None
-    for line in text.splitlines():
-        m = re.match(r"^(?:ENTRY )?%?([\w.\-]+) .*\{$", line)
-        if m:
-            cur = m.group(1)
-            comps[cur] = []
-        elif cur is not None:
-            comps[cur].append(line)
-    trips = {}
-    for lines in comps.values():
-        for line in lines:
-            if " while(" in line:
-                body = re.search(r"body=%?([\w.\-]+)", line).group(1)
-                n = re.search(r'"known_trip_count":\{"n":"(\d+)"', line)
-                trips[body] = int(n.group(1)) if n else 1
-    total = 0
-    for name, lines in comps.items():
-        k = trips.get(name, 1)
-        for line in lines:
-            m = re.search(r'"estimated_cycles":"?(\d+)', line)
-            if m:
-                total += k * int(m.group(1))
-    return total, trips
-
-
 def main():
     for case in sys.argv[1:]:
         model, pattern, topo = case.split(".", 2)
         r = probe.compile_case(model, pattern, topo)
-        total, trips = loop_aware(r["post_hlo"])
+        total, trips = probe.loop_aware(r["post_hlo"])
         print(json.dumps({"case": case, "estimated_cycles": r["estimated_cycles"],
                           "estimated_cycles_loops_counted": total, "trip_counts": trips}), flush=True)
 
