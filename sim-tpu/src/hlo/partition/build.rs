@@ -119,8 +119,8 @@ pub struct Builder<'a> {
     channel: u64,
     /// Values already moved: (value, layout) -> the moved value (a weight gathered once serves every use).
     moved: HashMap<(usize, Dist), Val>,
-    /// When set, FSDP dots over large groups run as windowed einsums ([`super::windowed`]).
-    pub windowed: Option<super::windowed::WindowedEinsum>,
+    /// When set, FSDP dots over large groups run as windowed einsums (`super::windowed`).
+    pub windowed: Option<super::choice::WindowedEinsum>,
 }
 
 /// The name of the scalar add computation of an element type.

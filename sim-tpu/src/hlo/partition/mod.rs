@@ -12,6 +12,7 @@
 
 pub mod axes;
 pub mod build;
+pub mod choice;
 pub mod layout;
 pub mod manual;
 pub mod rules;

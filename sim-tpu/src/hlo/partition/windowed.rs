@@ -6,8 +6,8 @@
 //! When the compiler chooses it (read off its optimized modules, `tools/partition-probe/windowed.py` and the
 //! FSDP records): the group has more than 4 devices (never on 4 devices, at any size), the operand gathered
 //! feeds one dot only (a weight read by two dots, forward and backward, is all-gathered once for both), and
-//! each block's dot covers the block's transfer: rows per device `T` with `T x peak FLOP/s` ... the block's
-//! `2 T K H` FLOPs against its `2 K H` bytes over the chip's links, i.e. `T >= peak / (links x link rate)`
+//! each block's dot covers the block's transfer: a block of K rows of an [K, H] operand costs `2 T K H` FLOPs
+//! for `T` rows per device and moves `2 K H` bytes, so it pays when `T >= peak / (links x link rate)`
 //! (v5p: 850 rows, windowed at 1024 and 4096, not at 256; v6e: 2550, windowed at 4096, not at 1024).
 
 use sim_core::layout::Shape;
@@ -17,30 +17,7 @@ use super::build::{global_dims, with_dims, Builder, Rule, Val};
 use crate::hlo::collective::CollectiveKind;
 use crate::hlo::ir::{Attr, Instruction};
 
-/// Groups of at most this many devices always take one collective.
-pub const MAX_PLAIN_GROUP: u64 = 4;
-
-/// The chip's side of the decision: rows per device from which a block's dot covers its transfer.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub struct WindowedEinsum {
-    /// `peak bf16 FLOP/s / (ICI links x bytes/s per link)`, rounded up.
-    pub min_rows: u64,
-}
-
-impl WindowedEinsum {
-    /// From the chip's peak and links.
-    pub fn of(peak_flops: u64, links: u32, link_bytes_per_s: u64) -> WindowedEinsum {
-        let bw = u64::from(links.max(1)).saturating_mul(link_bytes_per_s.max(1));
-        WindowedEinsum {
-            min_rows: peak_flops.div_ceil(bw),
-        }
-    }
-
-    /// Whether a dot over groups of `n` devices with `rows` rows per device runs windowed.
-    pub fn applies(&self, n: u64, rows: u64) -> bool {
-        n > MAX_PLAIN_GROUP && rows >= self.min_rows
-    }
-}
+pub use super::choice::{WindowedEinsum, MAX_PLAIN_GROUP};
 
 /// `source_target_pairs` passing each device's block to the next device of its group along `axes`.
 fn ring_pairs(b: &Builder<'_>, axes: &[usize]) -> String {
@@ -217,18 +194,4 @@ fn dot_attrs(dot: &Instruction) -> Vec<Attr> {
         .filter(|a| a.key.ends_with("_dims") || a.key == "precision_config")
         .cloned()
         .collect()
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_threshold_from_the_datasheet() {
-        // v5p: 459e12 FLOP/s over 6 links of 90 GB/s = 850 rows; v6e: 918e12 over 4 x 90 GB/s = 2550.
-        assert_eq!(WindowedEinsum::of(459_000_000_000_000, 6, 90_000_000_000).min_rows, 850);
-        let v6e = WindowedEinsum::of(918_000_000_000_000, 4, 90_000_000_000);
-        assert_eq!(v6e.min_rows, 2550);
-        assert!(v6e.applies(8, 4096) && !v6e.applies(8, 1024) && !v6e.applies(4, 1 << 20));
-    }
 }
