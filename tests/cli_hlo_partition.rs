@@ -90,3 +90,25 @@ fn shardings_the_slice_cannot_hold_exit_2() {
         }
     }
 }
+
+#[test]
+fn a_shard_map_module_is_costed_with_its_own_collectives() {
+    // jax's `jax.jit(shard_map(megatron_mlp))` on 4 devices (tools/partition-probe, --shard-map): w1 split on
+    // columns, w2 on rows, x [4096,1024] bf16 replicated; the body psums its [4096,1024] bf16 partial output
+    // (8 MiB) over all 4 devices. The partitioner inserts nothing: the in-specs are the parameters' shardings.
+    let f = "testdata/shard/partition/smap.tp.2x2x1.hlo.txt";
+    let v = json(&["hlo", f, "--chip", "v5p", "--slice", "2x2x1", "--json"]);
+    assert_eq!(v["partition"]["mesh"], "d=4");
+    assert_eq!(v["partition"]["inserted"].as_array().map(Vec::len), Some(0));
+    let c = v["collectives"].as_array().unwrap();
+    assert_eq!(c.len(), 1);
+    assert_eq!(c[0]["kind"], "all-reduce");
+    assert_eq!(c[0]["bytes"].as_u64(), Some(4096 * 1024 * 2));
+    assert_eq!(c[0]["group_size"].as_u64(), Some(4));
+    // Per device: w1 [1024,1024] + w2 [1024,1024] + x [4096,1024], bf16.
+    assert_eq!(v["argument_bytes"].as_u64(), Some((2 * 1024 * 1024 + 4096 * 1024) * 2));
+    // On 8 devices the module's own mesh (d=4) does not fit: exit 2, naming both counts.
+    let (code, _, err) = tpusim(&["hlo", f, "--chip", "v5p", "--slice", "2x2x2"]);
+    assert_eq!(code, 2, "{err}");
+    assert!(err.contains("names 4 devices but the slice has 8"), "{err}");
+}

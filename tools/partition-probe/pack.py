@@ -45,10 +45,12 @@ def clean(text):
     for line in text.splitlines():
         if re.match(r'^\d+ [{"]', line) or line in ("FileNames", "FunctionNames", "FileLocations", "StackFrames"):
             continue
+        # The module's Shardy mesh and a shard_map boundary's specs are kept: the partitioner reads them.
+        keep = line.startswith("HloModule") or 'custom_call_target="xla.sdy.' in line
         for key in ("metadata", "backend_config", "frontend_attributes"):
-            if key != "frontend_attributes" or not line.startswith("HloModule"):
+            if key != "frontend_attributes" or not keep:
                 line = drop_attr(line, key)
-        out.append(LEFTOVER.sub("", line))
+        out.append(line if keep else LEFTOVER.sub("", line))
     return re.sub(r"\n{3,}", "\n\n", "\n".join(out)) + "\n"
 
 

@@ -39,8 +39,12 @@ pub struct Record {
     pub pre_hlo: String,
     /// The compiler's per-device module.
     pub post_hlo: String,
-    /// Sum of the compiler's per-instruction estimated cycles.
+    /// Sum of the compiler's per-instruction estimated cycles (a `while` body counted once).
     pub estimated_cycles: u64,
+    /// The same with each `while` body counted once per trip (records whose module loops: windowed
+    /// einsums; `tools/partition-probe/loop_estimates.py`).
+    #[serde(default)]
+    pub estimated_cycles_loops_counted: Option<u64>,
     /// The compiler's memory analysis.
     pub memory: Memory,
 }
@@ -74,7 +78,7 @@ pub struct Comparison {
     pub compute_cycles: u64,
     /// Per-device compute cycles tpusim gives the compiler's module.
     pub compiler_module_compute_cycles: u64,
-    /// The compiler's own estimate total.
+    /// The compiler's own estimate total, loops counted per trip.
     pub compiler_estimated_cycles: u64,
     /// tpusim's argument, output and temp bytes of its partition.
     pub memory: Memory,
@@ -141,7 +145,7 @@ impl Record {
             compiler: totals(&theirs),
             compute_cycles: ours.step.compute_cycles,
             compiler_module_compute_cycles: theirs.step.compute_cycles,
-            compiler_estimated_cycles: self.estimated_cycles,
+            compiler_estimated_cycles: self.estimated_cycles_loops_counted.unwrap_or(self.estimated_cycles),
             memory: memory(&ours),
             compiler_memory: self.memory.clone(),
             warnings: ours.partition.as_ref().map_or(0, |p| p.warnings.len()),

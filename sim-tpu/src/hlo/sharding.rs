@@ -30,6 +30,8 @@ pub struct Tiled {
     pub devices: Vec<u32>,
     /// Subgroup dims after the array's: 1 with `last_tile_dim_replicate`, else those of `last_tile_dims`.
     pub subgroup_dims: usize,
+    /// Whether a subgroup dim is `manual` (inside a `shard_map` over some of the mesh axes).
+    pub manual: bool,
 }
 
 impl Tiled {
@@ -191,6 +193,7 @@ fn parse_tiled(inner: &str) -> Result<Tiled, String> {
     if let Some(w) = s.windows(2).find(|w| w[0] == w[1]) {
         return Err(format!("device {} named twice", w[0]));
     }
+    let mut manual = false;
     let subgroup_dims = if opts.is_empty() {
         0
     } else if opts == "last_tile_dim_replicate" {
@@ -200,6 +203,7 @@ fn parse_tiled(inner: &str) -> Result<Tiled, String> {
         if kinds.iter().any(|k| !matches!(*k, "replicated" | "manual")) {
             return Err(format!("last_tile_dims={{{l}}}: each must be replicated or manual"));
         }
+        manual = kinds.contains(&"manual");
         kinds.len()
     } else {
         return Err(format!("`{opts}` after the devices"));
@@ -211,6 +215,7 @@ fn parse_tiled(inner: &str) -> Result<Tiled, String> {
         tile_dims,
         devices,
         subgroup_dims,
+        manual,
     })
 }
 

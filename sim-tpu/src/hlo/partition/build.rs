@@ -25,6 +25,10 @@ pub enum Rule {
     PermuteDevices,
     /// An instruction outside the patterns: its operands gathered whole, computed on every device.
     Conservative,
+    /// An operand of a `shard_map` region moved to the region's in-specs, or a result to its out-specs.
+    ManualBoundary,
+    /// One block of a windowed einsum passed round the ring ([`super::windowed`]).
+    WindowedEinsum,
 }
 
 /// One collective the partitioner inserted.
@@ -115,6 +119,8 @@ pub struct Builder<'a> {
     channel: u64,
     /// Values already moved: (value, layout) -> the moved value (a weight gathered once serves every use).
     moved: HashMap<(usize, Dist), Val>,
+    /// When set, FSDP dots over large groups run as windowed einsums (`super::windowed`).
+    pub windowed: Option<super::choice::WindowedEinsum>,
 }
 
 /// The name of the scalar add computation of an element type.
@@ -133,7 +139,26 @@ impl<'a> Builder<'a> {
             adders: BTreeSet::new(),
             channel: 0,
             moved: HashMap::new(),
+            windowed: None,
         }
+    }
+
+    /// A fresh channel id.
+    pub fn next_channel(&mut self) -> u64 {
+        self.channel += 1;
+        self.channel
+    }
+
+    /// Records instruction `idx` as an inserted collective.
+    pub fn record(&mut self, idx: usize, kind: CollectiveKind, for_ins: &str, rule: Rule, bytes: u64, group_size: u64) {
+        self.inserted.push(Inserted {
+            name: self.ins[idx].name.clone(),
+            kind,
+            for_instruction: for_ins.to_string(),
+            rule,
+            bytes,
+            group_size,
+        });
     }
 
     /// A name not used yet, from `hint`.

@@ -15,6 +15,8 @@ pub enum Layout {
     Array(Dist),
     /// A tuple's elements.
     Tuple(Vec<Layout>),
+    /// Inside a `shard_map` region: already per device, its shape as written.
+    Manual,
     /// A token or other value with no extent.
     Other,
 }
@@ -47,11 +49,8 @@ pub fn of_sharding(s: &Sharding, shape: &Shape, base: &Base, notes: &mut Vec<Str
             notes.push(format!("maximal device={d} is read as replicated"));
             Ok(Layout::replicated(shape))
         }
-        (Sharding::Manual, _) => Err(
-            "manual sharding inside an annotated module; valid: shard_map bodies are \
-                                     per-device programs, given without annotations"
-                .into(),
-        ),
+        (Sharding::Manual, _) => Ok(Layout::Manual),
+        (Sharding::Tiled(t), _) if t.manual => Ok(Layout::Manual),
         (Sharding::Tiled(t), Shape::Array(a)) => from_tiled(t, a.dims.len(), base).map(Layout::Array),
         (Sharding::Tiled(_), _) => Err("a tiled sharding on a tuple; valid: a tuple sharding {{...}, ...}".into()),
         (Sharding::Tuple(ss), Shape::Tuple(ts)) if ss.len() == ts.len() => ss
@@ -70,9 +69,14 @@ pub fn of_sharding(s: &Sharding, shape: &Shape, base: &Base, notes: &mut Vec<Str
     }
 }
 
-/// Whether `opcode` (with `target` for custom-calls) passes its operand through unchanged.
+/// Whether `opcode` (with `target` for custom-calls) passes its operand through unchanged (a `shard_map`
+/// region's boundaries change shapes, so they are not).
 pub fn is_identity(opcode: &str, target: Option<&str>) -> bool {
-    opcode == "custom-call" && target.is_some_and(|t| t == "Sharding" || t.starts_with("xla.sdy."))
+    opcode == "custom-call"
+        && target.is_some_and(|t| {
+            t == "Sharding"
+                || (t.starts_with("xla.sdy.") && !t.ends_with("ToLocalShape") && !t.ends_with("ToGlobalShape"))
+        })
 }
 
 /// For each instruction, the layout its users want: its own annotation, else what an elementwise, identity,

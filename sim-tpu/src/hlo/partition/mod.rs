@@ -12,9 +12,12 @@
 
 pub mod axes;
 pub mod build;
+pub mod choice;
 pub mod layout;
+pub mod manual;
 pub mod rules;
 mod step;
+pub mod windowed;
 
 use std::collections::HashSet;
 
@@ -47,8 +50,9 @@ pub struct PartitionInfo {
     pub warnings: Vec<String>,
 }
 
-/// Whether the module needs partitioning: its entry carries a tiled sharding, nothing is manual, and it has
-/// no collectives yet (a module with collectives already is a per-device program).
+/// Whether the module needs partitioning: its entry holds a `shard_map` region ([`manual`]), or it carries a
+/// tiled sharding, nothing is manual, and it has no collectives yet (a module with collectives already is a
+/// per-device program).
 pub fn is_annotated(m: &HloModule) -> bool {
     fn tiled(s: &Sharding) -> bool {
         match s {
@@ -75,7 +79,12 @@ pub fn is_annotated(m: &HloModule) -> bool {
         .iter()
         .flat_map(|c| &c.instructions)
         .any(|i| super::collective::CollectiveKind::of_opcode(&i.opcode).is_some() || i.opcode.ends_with("-done"));
-    shardings.iter().any(tiled) && !shardings.iter().any(manual) && !has_collective
+    let region = m
+        .entry_computation()
+        .instructions
+        .iter()
+        .any(|i| manual::boundary(i).is_some());
+    region || (shardings.iter().any(tiled) && !shardings.iter().any(manual) && !has_collective)
 }
 
 /// The mesh a module's Shardy attributes name (`xla.sdy.meshes={mesh = #sdy.mesh<["data"=2, ...]>}`).
@@ -112,6 +121,18 @@ pub fn partition(
     devices: u64,
     mesh: Option<&[(String, u64)]>,
     text: &str,
+) -> Result<Partitioned, HloError> {
+    partition_with(module, devices, mesh, text, None)
+}
+
+/// [`partition`], with FSDP dots run as windowed einsums where `windowed` (the chip's side of the
+/// compiler's choice) says so.
+pub fn partition_with(
+    module: &HloModule,
+    devices: u64,
+    mesh: Option<&[(String, u64)]>,
+    text: &str,
+    windowed: Option<windowed::WindowedEinsum>,
 ) -> Result<Partitioned, HloError> {
     // The shardings were written against the module's own mesh when it names one.
     let mesh: Vec<(String, u64)> = sdy_mesh(module)
@@ -158,8 +179,21 @@ pub fn partition(
         .flat_map(|c| c.instructions.iter().map(|i| i.name.clone()))
         .collect();
     let mut b = Builder::new(&base, names);
-    let root = step::run(comp, &anns, &mut b, &mut warnings);
+    b.windowed = windowed;
+    let axes = manual::MeshAxes::new(&mesh, &base.sizes);
+    let root = step::run(comp, &anns, &mut b, &mut warnings, &axes).map_err(|r| HloError::Invalid {
+        line: line_of(text, &r.name),
+        column: 1,
+        message: format!("instruction `{}`: {}", r.name, r.message),
+    })?;
     let mut out = module.clone();
+    // Other computations (shard_map bodies, reducers) keep their per-device shapes; their sharding
+    // restatements are identities.
+    for (k, c) in out.computations.iter_mut().enumerate() {
+        if k != module.entry {
+            *c = manual::strip_identities(c);
+        }
+    }
     let mut entry: Computation = comp.clone();
     entry.instructions = std::mem::take(&mut b.ins);
     entry.root = root;

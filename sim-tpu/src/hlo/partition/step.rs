@@ -6,6 +6,7 @@ use sim_core::layout::Shape;
 use super::axes::Dist;
 use super::build::{global_dims, with_dims, Builder, Rule, Val};
 use super::layout::{is_identity, wanted, Layout};
+use super::manual::{self, boundary, Boundary, MeshAxes};
 use super::rules;
 use crate::hlo::ir::{Computation, Instruction, Operands};
 
@@ -32,23 +33,53 @@ struct Walk<'c, 'b, 'a> {
     nodes: Vec<Node>,
     want: Vec<Option<Layout>>,
     warnings: &'b mut Vec<String>,
+    mesh: &'b MeshAxes,
+    /// How many dots read each instruction.
+    dots_using: Vec<usize>,
 }
 
-/// Writes the per-device entry into `b`; returns the index of its root.
-pub fn run(comp: &Computation, anns: &[Option<Layout>], b: &mut Builder<'_>, warnings: &mut Vec<String>) -> usize {
+/// An instruction the walk cannot partition: its name and why.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct Refused {
+    /// The instruction.
+    pub name: String,
+    /// Why, and what would be valid.
+    pub message: String,
+}
+
+/// Writes the per-device entry into `b`; returns the index of its root. `mesh` names the axes `shard_map`
+/// regions' specs use.
+pub fn run(
+    comp: &Computation,
+    anns: &[Option<Layout>],
+    b: &mut Builder<'_>,
+    warnings: &mut Vec<String>,
+    mesh: &MeshAxes,
+) -> Result<usize, Refused> {
     let want = wanted(comp, anns);
+    let mut dots_using = vec![0; comp.instructions.len()];
+    for ins in comp.instructions.iter().filter(|i| i.opcode == "dot") {
+        for &o in ins.operand_ids() {
+            dots_using[o] += 1;
+        }
+    }
     let mut w = Walk {
         comp,
         b,
         nodes: Vec::with_capacity(comp.instructions.len()),
         want,
         warnings,
+        mesh,
+        dots_using,
     };
     for (i, ann) in anns.iter().enumerate().take(comp.instructions.len()) {
-        let node = w.one(i, ann.as_ref());
+        let node = w.one(i, ann.as_ref()).map_err(|message| Refused {
+            name: comp.instructions[i].name.clone(),
+            message,
+        })?;
         w.nodes.push(node);
     }
-    w.nodes[comp.root].idx
+    Ok(w.nodes[comp.root].idx)
 }
 
 impl Walk<'_, '_, '_> {
@@ -89,7 +120,7 @@ impl Walk<'_, '_, '_> {
         Node { idx, layout }
     }
 
-    fn one(&mut self, i: usize, ann: Option<&Layout>) -> Node {
+    fn one(&mut self, i: usize, ann: Option<&Layout>) -> Result<Node, String> {
         let ins = &self.comp.instructions[i];
         let ops: Vec<usize> = ins.operand_ids().to_vec();
         let target = ins.attr("custom_call_target").map(|t| t.trim_matches('"'));
@@ -97,14 +128,20 @@ impl Walk<'_, '_, '_> {
         let node = match op {
             "parameter" => {
                 let layout = ann.cloned().unwrap_or_else(|| Layout::replicated(&ins.shape));
-                return self.write(ins, Vec::new(), layout);
+                return Ok(self.write(ins, Vec::new(), layout));
             }
             _ if is_identity(op, target) && ops.len() == 1 => match (target, ann) {
                 (Some("Sharding"), Some(Layout::Array(d))) => {
-                    return self.moved(ops[0], d, &ins.name, Rule::GatherForUse)
+                    return Ok(self.moved(ops[0], d, &ins.name, Rule::GatherForUse))
                 }
-                _ => return self.nodes[ops[0]].clone(),
+                _ => return Ok(self.nodes[ops[0]].clone()),
             },
+            _ if boundary(ins).is_some() => return self.region_boundary(i, ann),
+            // Inside a shard_map region (GSPMD's form, or the region's call): already per device.
+            _ if ops.iter().any(|&o| self.nodes[o].layout == Layout::Manual) => {
+                let from = ops.iter().map(|&o| self.nodes[o].idx).collect();
+                return Ok(self.write(ins, from, Layout::Manual));
+            }
             "constant" | "iota" | "partition-id" | "replica-id" | "after-all" => {
                 self.write(ins, ops.clone(), Layout::replicated(&ins.shape))
             }
@@ -129,7 +166,7 @@ impl Walk<'_, '_, '_> {
                     _ => ops.iter().map(|&o| self.nodes[o].clone()).collect(),
                 };
                 let layout = Layout::Tuple(elems.iter().map(|n| n.layout.clone()).collect());
-                return self.write(ins, elems.iter().map(|n| n.idx).collect(), layout);
+                return Ok(self.write(ins, elems.iter().map(|n| n.idx).collect(), layout));
             }
             _ if rules::ELEMENTWISE.contains(&op) && ops.first().is_some_and(|&o| self.val(o).is_some()) => {
                 self.elementwise(i, &ops)
@@ -138,7 +175,7 @@ impl Walk<'_, '_, '_> {
             _ => self.conservative(i, &ops),
         };
         // An annotated result is moved to its annotation.
-        match (ann, node.layout.dist()) {
+        Ok(match (ann, node.layout.dist()) {
             (Some(Layout::Array(d)), Some(cur)) if cur != d => {
                 let v = Val {
                     idx: node.idx,
@@ -152,7 +189,156 @@ impl Walk<'_, '_, '_> {
                 }
             }
             _ => node,
+        })
+    }
+
+    /// A `shard_map` boundary ([`manual`]): operands moved to the in-specs and the region's per-device blocks
+    /// handed over as they are; or the blocks given the out-specs' layouts.
+    fn region_boundary(&mut self, i: usize, ann: Option<&Layout>) -> Result<Node, String> {
+        let ins = &self.comp.instructions[i];
+        let ops: Vec<usize> = ins.operand_ids().to_vec();
+        let side = boundary(ins);
+        let key = match side {
+            Some(Boundary::ToLocal) => "xla.sdy.in_shardings",
+            _ => "xla.sdy.out_shardings",
+        };
+        let shardy = ins
+            .attr("custom_call_target")
+            .is_some_and(|t| t.trim_matches('"').starts_with("xla.sdy."));
+        let specs = manual::frontend_attr(ins, key);
+        if shardy && specs.is_none() {
+            return Err(format!(
+                "a shard_map boundary without its {key}; valid: frontend_attributes={{{key}=\"#sdy.sharding_per_value<[...]>\", \
+                 xla.sdy.manual_axes=...}} as jax prints them"
+            ));
         }
+        let Some(specs) = specs else {
+            // GSPMD's form: the operand was moved by its `Sharding` call (to-local), or the result's
+            // layout is this instruction's `sharding=` (to-global).
+            let from = self.nodes[ops[0]].idx;
+            if let Some(Layout::Array(d)) = ann.filter(|_| side == Some(Boundary::ToGlobal)) {
+                return self.handed_over(ins, vec![(from, d.clone(), d.clone())]);
+            }
+            if matches!(
+                crate::hlo::sharding::Sharding::of(ins),
+                Ok(Some(crate::hlo::sharding::Sharding::Tiled(_)))
+            ) {
+                self.partly_manual(ins);
+            }
+            return Ok(Node {
+                idx: from,
+                layout: Layout::Manual,
+            });
+        };
+        let values = manual::sharding_per_value(&specs)?;
+        if values.len() != ops.len() {
+            return Err(format!(
+                "{key} names {} values for {} operands; valid: one sharding per operand",
+                values.len(),
+                ops.len()
+            ));
+        }
+        let all: Vec<String> = self.mesh_names();
+        let man = manual::manual_axes(&manual::frontend_attr(ins, "xla.sdy.manual_axes").unwrap_or_default());
+        let man = if man.is_empty() { all.clone() } else { man };
+        if man.len() < all.len() && side == Some(Boundary::ToLocal) {
+            self.partly_manual(ins);
+        }
+        let mut dists = Vec::new();
+        for (v, &o) in values.iter().zip(&ops) {
+            let local = manual::dist_of(v, self.mesh, &man)?;
+            let full = manual::dist_of(v, self.mesh, &all)?;
+            dists.push((o, local, full));
+        }
+        if side == Some(Boundary::ToGlobal) {
+            let blocks = dists.into_iter().map(|(o, l, f)| (self.nodes[o].idx, l, f)).collect();
+            return self.handed_over(ins, blocks);
+        }
+        let elems: Vec<Shape> = match &ins.shape {
+            Shape::Tuple(ts) => ts.clone(),
+            s => vec![s.clone()],
+        };
+        let mut idxs = Vec::new();
+        for (k, (o, local, _)) in dists.iter().enumerate() {
+            let n = self.moved(*o, local, &ins.name, Rule::ManualBoundary);
+            let got = local_shape(self.b, &self.comp.instructions[*o].shape, &n.layout);
+            if elems.get(k).map(global_dims) != Some(global_dims(&got)) {
+                return Err(format!(
+                    "value {k}: its in-spec gives per-device {got} but the region reads {}; valid: in-specs \
+                     whose splits give the region's shapes",
+                    elems.get(k).map_or("nothing".into(), ToString::to_string)
+                ));
+            }
+            idxs.push(n.idx);
+        }
+        let idx = match &ins.shape {
+            Shape::Tuple(_) => self.b.emit(&ins.name, "tuple", ins.shape.clone(), idxs, Vec::new()),
+            _ => idxs[0],
+        };
+        Ok(Node {
+            idx,
+            layout: Layout::Manual,
+        })
+    }
+
+    /// The to-global side: each per-device block `(idx, layout over the manual axes, layout the out-spec
+    /// names)` becomes a value of the annotated module; over axes the region left whole, each device slices.
+    fn handed_over(&mut self, ins: &Instruction, blocks: Vec<(usize, Dist, Dist)>) -> Result<Node, String> {
+        let elems: Vec<Shape> = match &ins.shape {
+            Shape::Tuple(ts) => ts.clone(),
+            s => vec![s.clone()],
+        };
+        let mut out = Vec::new();
+        for (k, ((idx, local, full), shape)) in blocks.into_iter().zip(&elems).enumerate() {
+            let written = global_dims(&self.b.ins[idx].shape);
+            let expect = local.local(self.b.base, &global_dims(shape));
+            if written != expect {
+                return Err(format!(
+                    "value {k}: the region returns {:?} per device but its out-spec gives {:?} of {shape}; valid: \
+                     out-specs whose splits give the region's shapes",
+                    written, expect
+                ));
+            }
+            let v = Val {
+                idx,
+                dist: local,
+                shape: shape.clone(),
+            };
+            out.push(self.b.reshard(&v, &full, &ins.name, Rule::ManualBoundary));
+        }
+        if let [v] = out.as_slice() {
+            return Ok(Node {
+                idx: v.idx,
+                layout: Layout::Array(v.dist.clone()),
+            });
+        }
+        let shapes = out
+            .iter()
+            .map(|v| local_shape(self.b, &v.shape, &Layout::Array(v.dist.clone())))
+            .collect();
+        let idx = self.b.emit(
+            &ins.name,
+            "tuple",
+            Shape::Tuple(shapes),
+            out.iter().map(|v| v.idx).collect(),
+            Vec::new(),
+        );
+        Ok(Node {
+            idx,
+            layout: Layout::Tuple(out.into_iter().map(|v| Layout::Array(v.dist)).collect()),
+        })
+    }
+
+    fn mesh_names(&self) -> Vec<String> {
+        self.mesh.names_list()
+    }
+
+    fn partly_manual(&mut self, ins: &Instruction) {
+        self.warnings.push(format!(
+            "instruction `{}`: a shard_map over some of the mesh axes; its body runs whole over the other axes on \
+             every device (the conservative rule: the compiler may split it further)",
+            ins.name
+        ));
     }
 
     fn elementwise(&mut self, i: usize, ops: &[usize]) -> Node {
@@ -241,10 +427,109 @@ impl Walk<'_, '_, '_> {
         };
         let size = |v: &Val| global_dims(&v.shape).iter().product::<i64>();
         let plan = rules::dot(ins, &l.dist, &rv.dist, size(&l) >= size(&rv));
+        if let Some(v) = self.windowed(i, &l, &rv, &plan, ops) {
+            return Node {
+                idx: v.idx,
+                layout: Layout::Array(v.dist),
+            };
+        }
         let lv = self.b.reshard(&l, &plan.lhs, &ins.name, Rule::GatherForUse);
         let rv = self.b.reshard(&rv, &plan.rhs, &ins.name, Rule::GatherForUse);
         let node = self.write(ins, vec![lv.idx, rv.idx], Layout::Array(plan.out.clone()));
         self.finish_partial(i, node, plan.out, None)
+    }
+
+    /// The dot as a windowed einsum ([`super::windowed`]) when the compiler would run it so: a one-dot
+    /// operand split on its (single) contracting dim and gathered for it, or partial sums wanted scattered.
+    fn windowed(&mut self, i: usize, l: &Val, r: &Val, plan: &rules::DotPlan, ops: &[usize]) -> Option<Val> {
+        let w = self.b.windowed?;
+        let ins = &self.comp.instructions[i];
+        let (lcs, rcs) = (
+            ins.int_list("lhs_contracting_dims")?,
+            ins.int_list("rhs_contracting_dims")?,
+        );
+        let (lb, rb) = (
+            ins.int_list("lhs_batch_dims").unwrap_or_default(),
+            ins.int_list("rhs_batch_dims").unwrap_or_default(),
+        );
+        // Rows per device of an operand: its local extent outside `skip` (contracting and batch dims).
+        let rows = |v: &Val, d: &Dist, skip: &[i64], batch: &[i64]| -> u64 {
+            let local = d.local(self.b.base, &global_dims(&v.shape));
+            local
+                .iter()
+                .enumerate()
+                .filter(|(j, _)| !skip.contains(&(*j as i64)) && !batch.contains(&(*j as i64)))
+                .map(|(_, &n)| n as u64)
+                .product()
+        };
+        // The contracting pair whose split a side gathers (the only split contracting dim of that side).
+        let split_pair = |d: &Dist, cs: &[i64], os: &[i64]| -> Option<(usize, usize)> {
+            let split: Vec<usize> = (0..cs.len()).filter(|&k| !d.dims[cs[k] as usize].is_empty()).collect();
+            match split[..] {
+                [k] => Some((cs[k] as usize, os[k] as usize)),
+                _ => None,
+            }
+        };
+        // All-gather side.
+        let sides = [
+            (true, r, &plan.rhs, &rcs, l, &plan.lhs, &lcs, ops[1], &lb),
+            (false, l, &plan.lhs, &lcs, r, &plan.rhs, &rcs, ops[0], &rb),
+        ];
+        for (is_rhs, cur, planned, cs, other, other_plan, ocs, o, obatch) in sides {
+            let Some((c, oc)) = split_pair(&cur.dist, cs, ocs) else {
+                continue;
+            };
+            let axes = cur.dist.dims[c].clone();
+            let only_c_gathered = planned.dims[c].is_empty()
+                && cur.dist.partial.is_empty()
+                && (0..cur.dist.dims.len()).all(|j| j == c || cur.dist.dims[j] == planned.dims[j]);
+            if axes.is_empty() || !only_c_gathered || !other_plan.dims[oc].is_empty() || self.dots_using[o] != 1 {
+                continue;
+            }
+            let other_rows = rows(other, other_plan, ocs, obatch);
+            if !w.applies(self.b.base.size(&axes), other_rows) {
+                continue;
+            }
+            let ov = self.b.reshard(other, other_plan, &ins.name, Rule::GatherForUse);
+            return Some(self.b.windowed_gather(ins, &ov, oc, cur, is_rhs, &axes, &plan.out));
+        }
+        // Reduce-scatter side.
+        let p = plan.out.partial.clone();
+        let want = self.want[i].as_ref().and_then(Layout::dist)?.clone();
+        let k = (0..plan.out.dims.len()).find(|&k| {
+            let mut grown = plan.out.dims[k].clone();
+            grown.extend(&p);
+            want.dims.get(k) == Some(&grown)
+        })?;
+        let local = plan.lhs.local(self.b.base, &global_dims(&l.shape));
+        let per_device_rows: u64 = lcs
+            .iter()
+            .map(|&c| local.get(c as usize).copied().unwrap_or(1) as u64)
+            .product();
+        if p.is_empty() || !w.applies(self.b.base.size(&p), per_device_rows) {
+            return None;
+        }
+        let nb = lb.len();
+        let free = |rank: usize, cs: &[i64], batch: &[i64]| -> Vec<usize> {
+            (0..rank)
+                .filter(|&j| !cs.contains(&(j as i64)) && !batch.contains(&(j as i64)))
+                .collect()
+        };
+        let (lf, rf) = (free(l.dist.dims.len(), &lcs, &lb), free(r.dist.dims.len(), &rcs, &rb));
+        let (free_is_rhs, free_dim) = match k.checked_sub(nb) {
+            Some(x) if x < lf.len() => (false, lf[x]),
+            Some(x) if x - lf.len() < rf.len() => (true, rf[x - lf.len()]),
+            _ => return None,
+        };
+        let lv = self.b.reshard(l, &plan.lhs, &ins.name, Rule::GatherForUse);
+        let rv = self.b.reshard(r, &plan.rhs, &ins.name, Rule::GatherForUse);
+        let mut to = plan.out.clone();
+        to.partial.clear();
+        to.dims[k].extend(&p);
+        Some(
+            self.b
+                .windowed_scatter(ins, &lv, &rv, free_is_rhs, free_dim, k, &p, &to),
+        )
     }
 
     /// Sums a result's partial sums (reduce-scatter when its users want it split so).

@@ -112,7 +112,12 @@ pub fn report_on_slice_partitioned(
         return report_on_slice(module, chip, slice, mesh);
     }
     let devices = slice.chips().saturating_mul(u64::from(super::devices_per_chip(chip)));
-    let p = partition::partition(module, devices, mesh.map(|m| m.axes.as_slice()), text)?;
+    let w = partition::windowed::WindowedEinsum::of(
+        chip.spec.peak_bf16_flops,
+        chip.spec.ici_links,
+        chip.spec.ici_bytes_per_s_per_link,
+    );
+    let p = partition::partition_with(module, devices, mesh.map(|m| m.axes.as_slice()), text, Some(w))?;
     let mut r = report_on_slice(&p.module, chip, slice, mesh)?;
     r.device.warnings.extend(p.info.warnings.iter().cloned());
     r.partition = Some(p.info);
