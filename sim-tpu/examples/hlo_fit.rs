@@ -144,8 +144,9 @@ fn rounded(mut hp: HloParams) -> HloParams {
     hp
 }
 
-fn main() {
-    // `--temp-only`: refit only the temp constants (they do not affect cycles), keeping the cycle constants.
+/// The command line: `--temp-only` (refit only the temp constants, which do not affect cycles, keeping the cycle
+/// constants), `--quick`, and `--corpus [--split S]` (the corpus split to fit on).
+fn parse_args() -> (bool, bool, Option<Split>) {
     let args: Vec<String> = std::env::args().collect();
     let temp_only = args.iter().any(|a| a == "--temp-only");
     let quick = args.iter().any(|a| a == "--quick");
@@ -153,6 +154,11 @@ fn main() {
         let s = args.iter().position(|a| a == "--split").and_then(|i| args.get(i + 1));
         Split::parse(s.map(String::as_str).unwrap_or("random")).expect("--split")
     });
+    (temp_only, quick, split)
+}
+
+fn main() {
+    let (temp_only, quick, split) = parse_args();
     let corpus = match &split {
         Some(s) => common::corpus::load(&common::corpus::default_dir())
             .into_iter()

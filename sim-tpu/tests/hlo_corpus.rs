@@ -18,19 +18,19 @@ fn gunzip(path: &PathBuf) -> String {
 }
 
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
-/// corpus's random fit split and the reference sample's; README "Generalization": 17.4 % median and 74.4 % p90
-/// on 332 records, from 17.3 % and 129.4 % before the windowing, in-place, slice and spilled-operand rules), with
-/// a little room for the corpus to grow: a rule or constant change that makes unseen programs worse fails here.
-/// With the matmul rules (`tests/hlo_matmul_rules.rs`) on 366 records: 16.8 % and 67.4 %, so tightened from 0.19
-/// and 0.80. (The goals are 15 % and 40 %; neither is met over all chips.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.18;
-const HELDOUT_P90_MAX: f64 = 0.75;
+/// corpus's random fit split and the reference sample's; README "Generalization"): 14.2 % median and 60.0 % p90 on
+/// 366 records with this stop's rules (convolution batch-norm passes and epilogue sums, row statistics, epilogue
+/// reductions, softmax passes, operand prefetch), from 17.4 % and 71.1 % before them; a little room for the corpus
+/// to grow: a rule or constant change that makes unseen programs worse fails here. (The goals are 15 % and
+/// 40 % per chip; the p90 is not met.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.16;
+const HELDOUT_P90_MAX: f64 = 0.66;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
-/// v5p's temp median is 48.5 % (70.0 % before the 16 KiB temp granule and the temp objective capping each error
-/// at 1,000 %, which let the fit keep 56 MiB of loop-fusion results on chip, as the compiler does): still over the
-/// goal (convolution relayout copies and kernel-structure differences). Bounded so it cannot grow.
-const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.50;
+/// v5p's temp median is 27.7 % (70.0 % before the convolution copies' temporaries in `hlo::relayout`, the 16 KiB
+/// temp granule and the temp objective capping each error at 1,000 %): still over the goal (kernel-structure
+/// differences). Bounded so it cannot grow.
+const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.30;
 
 #[test]
 fn corpus_bytes_exact_and_heldout_within_bound() {
