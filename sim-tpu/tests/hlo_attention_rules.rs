@@ -50,10 +50,19 @@ fn row_statistics_over_a_matmul_result_join_its_kernel() {
     let (chip, hp) = bare_v5p();
     let c = cost_module_with(&HloModule::parse(ATTENTION).unwrap(), &chip, &hp).unwrap();
     let kinds: Vec<KernelKind> = c.kernels.iter().map(|k| k.kind).collect();
-    assert_eq!(kinds, [KernelKind::Mxu, KernelKind::Reduce, KernelKind::Mxu], "{:?}", c.kernels);
+    assert_eq!(
+        kinds,
+        [KernelKind::Mxu, KernelKind::Reduce, KernelKind::Mxu],
+        "{:?}",
+        c.kernels
+    );
     let has = |k: usize, name: &str| c.kernels[k].instructions.iter().any(|i| i == name);
     assert!(has(0, "s") && has(0, "rm"), "{:?}", c.kernels[0].instructions);
-    assert!(has(1, "e") && has(1, "l") && !has(1, "rm"), "{:?}", c.kernels[1].instructions);
+    assert!(
+        has(1, "e") && has(1, "l") && !has(1, "rm"),
+        "{:?}",
+        c.kernels[1].instructions
+    );
     assert!(has(2, "o"));
     assert_eq!(c.temp_bytes, 49 * 16_384);
     // Costed whole, on every chip.

@@ -145,7 +145,10 @@ fn a_copied_convolution_result_is_a_temporary_on_v5p() {
     let copied = module("f32", 9, 2);
     // The compiler allocates temporaries in whole 16 KiB granules (every corpus record's temp_bytes is a multiple
     // of 16,384).
-    assert_eq!(cost_on(&copied, "v5p").temp_bytes, (73_728 + overhead).div_ceil(16_384) * 16_384);
+    assert_eq!(
+        cost_on(&copied, "v5p").temp_bytes,
+        (73_728 + overhead).div_ceil(16_384) * 16_384
+    );
     assert_eq!(cost_on(&copied, "v5e").temp_bytes, 0);
     // bf16[2,16,8,128]: 2 x 16 x 8 x 128 x 2 B = 65,536 B per array; input copy, pad, result, crop.
     let small_batch = module("bf16", 2, 16);
