@@ -92,11 +92,12 @@ def test_sensitivity_matches_the_cli(cli_json):
 
 
 def test_sensitivity_with_overrides_matches_the_cli(cli_json):
-    want = cli_json("run", "--preset", "dlrm-small", "--steps", "3", "--set", "chip.ici_collective_launch_ns=2000",
+    want = cli_json("run", "--preset", "dlrm-small", "--steps", "3", "--set", "chip.ici_collective_launch_ns=7100",
                     "--sensitivity", "--json")
-    got = tpusim.sensitivity(preset="dlrm-small", steps=3, overrides={"chip.ici_collective_launch_ns": 2000})
+    got = tpusim.sensitivity(preset="dlrm-small", steps=3, overrides={"chip.ici_collective_launch_ns": 7100})
     assert same_json(got, want)
-    # A doubled collective launch cost lengthens the step; a value the user set is no longer an assumption.
+    # A doubled collective launch cost (twice the calibrated 3,550 ns) lengthens the step; a value the user set
+    # is no longer an assumption.
     assert got["step_time_us"] > tpusim.sensitivity(preset="dlrm-small", steps=3)["step_time_us"]
     assert "ici_collective_launch_ns" not in [a["name"] for a in got["assumptions"]]
 
