@@ -225,7 +225,6 @@ pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
     };
     let batch = axes(&ld, &lb);
     let (lfree, rfree) = (axes(&ld, &lf), axes(&rd, &rf));
-    let contract = axes(&ld, &lc);
     let drop = |d: &mut Dist, js: &[usize], bad: &dyn Fn(usize) -> bool| {
         for &j in js {
             if let Some(v) = d.dims.get_mut(j) {
@@ -251,7 +250,6 @@ pub fn dot(ins: &Instruction, l: &Dist, r: &Dist, lhs_bigger: bool) -> DotPlan {
         .chain(rf.iter().map(|&j| rd.dims[j].clone()))
         .collect();
     out.partial = axes(&ld, &lc);
-    let _ = contract;
     DotPlan { lhs: ld, rhs: rd, out }
 }
 

@@ -526,10 +526,7 @@ impl Walk<'_, '_, '_> {
         let mut to = plan.out.clone();
         to.partial.clear();
         to.dims[k].extend(&p);
-        Some(
-            self.b
-                .windowed_scatter(ins, &lv, &rv, free_is_rhs, free_dim, k, &p, &to),
-        )
+        Some(self.b.windowed_scatter(ins, &lv, &rv, free_is_rhs, free_dim, &p, &to))
     }
 
     /// Sums a result's partial sums (reduce-scatter when its users want it split so).

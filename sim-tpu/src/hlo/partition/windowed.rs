@@ -131,8 +131,8 @@ impl Builder<'_> {
     }
 
     /// The reduce-scatter side: `dot` of `lhs` and `rhs` (local blocks of its split contracting dim, partial
-    /// over `axes`) whose result is wanted split on dim `k` over `axes`: n partial dots of one output block
-    /// each (operand `free_of` sliced along its dim `free_dim`), each added to the running sum arriving round
+    /// over `axes`) whose result is wanted split over `axes` (as `to` says): n partial dots of one output block
+    /// each (the operand `free_is_rhs` names, sliced along its dim `free_dim`), each added to the running sum arriving round
     /// the ring. `to` is the result's layout.
     #[allow(clippy::too_many_arguments)]
     pub fn windowed_scatter(
@@ -142,13 +142,11 @@ impl Builder<'_> {
         rhs: &Val,
         free_is_rhs: bool,
         free_dim: usize,
-        k: usize,
         axes: &[usize],
         to: &Dist,
     ) -> Val {
         let n = self.base.size(axes);
         let out_shape = with_dims(&dot.shape, &to.local(self.base, &global_dims(&dot.shape)));
-        let _ = k;
         let mut acc: Option<usize> = None;
         for _ in 0..n {
             let src = if free_is_rhs { rhs.idx } else { lhs.idx };
