@@ -254,14 +254,8 @@ impl<'a> Builder<'a> {
             vec![v.idx],
             all,
         );
-        self.inserted.push(Inserted {
-            name: self.ins[idx].name.clone(),
-            kind,
-            for_instruction: for_ins.to_string(),
-            rule,
-            bytes,
-            group_size: self.base.size(axes),
-        });
+        let group_size = self.base.size(axes);
+        self.record(idx, kind, for_ins, rule, bytes, group_size);
         idx
     }
 
