@@ -814,17 +814,29 @@ fn operand_resident(
     Ok(any_vmem && hbm.saturating_mul(16) <= own)
 }
 
+/// Where [`place_buffers`] put the intermediates.
+struct Placement {
+    /// Peak HBM bytes live at once, each kernel's scratch included.
+    hbm_peak: u64,
+    /// Whether any kernel output lives in HBM (scratch aside).
+    hbm_outputs: bool,
+    /// The buffers placed in VMEM.
+    in_vmem: BTreeSet<usize>,
+}
+
 /// Peak bytes of intermediate buffers in HBM in the kernel order, and the buffers placed in VMEM. A buffer lives from the kernel writing it to
 /// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
 /// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
-/// `bytes` gives a buffer's size and `eligible` whether a kernel's output may go on chip at all.
+/// `bytes` gives a buffer's size and `eligible` whether a kernel's output may go on chip at all; `scratch[t]`
+/// (when given) is HBM live only while kernel `t` runs.
 fn place_buffers(
     g: &Graph<'_>,
     kernels: &[Group],
     vmem_budget: u64,
     bytes: &dyn Fn(usize) -> Result<u64, HloError>,
     eligible: &dyn Fn(&Group) -> bool,
-) -> Result<(u64, BTreeSet<usize>), HloError> {
+    scratch: &[u64],
+) -> Result<Placement, HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let last_use = super::vmem_copy::hbm_last_use(g, kernels);
     // (start, end, bytes, node, on-chip allowed) in kernel order.
@@ -846,6 +858,7 @@ fn place_buffers(
     let mut hbm = vec![0i128; kernels.len() + 1];
     let mut vmem = vec![0u64; kernels.len() + 1];
     let mut in_vmem = BTreeSet::new();
+    let mut hbm_outputs = false;
     for (start, end, b, node, ok) in buffers {
         let peak_vmem = vmem[start..=end].iter().copied().max().unwrap_or(0);
         if ok && peak_vmem.saturating_add(b) <= vmem_budget {
@@ -856,7 +869,12 @@ fn place_buffers(
         } else {
             hbm[start] += b as i128;
             hbm[end + 1] -= b as i128;
+            hbm_outputs |= b > 0;
         }
+    }
+    for (t, &b) in scratch.iter().enumerate().take(kernels.len()) {
+        hbm[t] += b as i128;
+        hbm[t + 1] -= b as i128;
     }
     let mut live = 0i128;
     let mut peak = 0i128;
@@ -864,7 +882,11 @@ fn place_buffers(
         live += d;
         peak = peak.max(live);
     }
-    Ok((peak.max(0) as u64, in_vmem))
+    Ok(Placement {
+        hbm_peak: peak.max(0) as u64,
+        hbm_outputs,
+        in_vmem,
+    })
 }
 
 /// Whether kernel `k` (at `t`) is a collective whose result takes over its operands' buffers
@@ -922,8 +944,9 @@ fn feeds_only_dots(g: &Graph<'_>, outputs: &BTreeSet<usize>, node: usize) -> boo
 
 /// Temp bytes as the compiler allocates them: intermediates it keeps on chip (VMEM, or CMEM on v4) are not
 /// temporaries; on a megacore chip without CMEM the two cores both write an MXU kernel's result, which then
-/// cannot sit in one core's VMEM; f32 values feeding only matmuls are stored in bf16; and the allocation
-/// carries a fixed overhead once anything lives in HBM.
+/// cannot sit in one core's VMEM; f32 values feeding only matmuls are stored in bf16; kernels' own scratch
+/// ([`super::temp`]) is live while they run; and the allocation carries a fixed overhead once a kernel's output
+/// lives in HBM.
 fn temp_bytes(
     g: &Graph<'_>,
     kernels: &[Group],
@@ -938,11 +961,12 @@ fn temp_bytes(
         Ok(if feeds_only_dots(g, &outputs, o) { b / 2 } else { b })
     };
     let eligible = |k: &Group| mxu_on_chip || k.kind != KernelKind::Mxu;
-    let (peak, _) = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible)?;
-    let base = if peak > 0 {
-        peak.saturating_add(hp.temp_overhead_bytes)
+    let scratch = super::temp::kernel_scratch(g, kernels, sizer, !mxu_on_chip)?;
+    let placed = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible, &scratch)?;
+    let base = if placed.hbm_outputs {
+        placed.hbm_peak.saturating_add(hp.temp_overhead_bytes)
     } else {
-        0
+        placed.hbm_peak
     };
     // Kernels reducing over the major (row) dimension: the minor dimension of the input is kept, or all are
     // reduced (one accumulator per kernel).
@@ -1089,7 +1113,7 @@ fn cost_graph(
     let groups = super::passes::split_passes(g, groups, &node_bytes);
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-    let (_, mut in_vmem) = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true)?;
+    let mut in_vmem = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true, &[])?.in_vmem;
     if control.depth == 0 {
         let cross = super::prefetch::cross_program_prefetch(g, sizer, chip)?;
         in_vmem.extend(cross);

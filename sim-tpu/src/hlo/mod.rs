@@ -45,6 +45,7 @@ pub mod score;
 pub mod sharding;
 mod spill;
 pub mod spmd;
+mod temp;
 mod vmem_copy;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};

@@ -1,0 +1,130 @@
+//! HBM temporaries that live only while one kernel runs and that tpusim's kernels do not write as outputs of
+//! their own: the compiler makes them in a small kernel of its own just before (a scalar reduction before its
+//! epilogue, a matrix-vector product's vector relaid out). Each rule is one function with its evidence; the
+//! temp model adds their bytes to the HBM live at that kernel ([`kernel_scratch`]).
+//!
+//! They carry none of the fitted allocation overhead: each record where one is the only temporary reports
+//! exactly one 16 KiB granule (reduction.001, .011, .017, .023 on all five chips; decode_matmul.003 on v5p).
+
+use super::bytes::{dims_of, Sizer};
+use super::fusion::{Group, KernelKind};
+use super::graph::Graph;
+use super::ops::OpClass;
+use super::HloError;
+
+/// HBM bytes each kernel of `kernels` needs only while it runs (one entry per kernel): its scalar reductions'
+/// results ([`scalar_reduction_bytes`]) and, where `vectors_in_hbm` (a megacore chip without CMEM), its
+/// matrix-vector product's relaid-out vector ([`matvec_vector_bytes`]).
+pub(super) fn kernel_scratch(
+    g: &Graph<'_>,
+    kernels: &[Group],
+    sizer: &Sizer,
+    vectors_in_hbm: bool,
+) -> Result<Vec<u64>, HloError> {
+    kernels
+        .iter()
+        .map(|k| {
+            let vector = if vectors_in_hbm { matvec_vector_bytes(g, k) } else { 0 };
+            Ok(scalar_reduction_bytes(g, k, sizer)?.saturating_add(vector))
+        })
+        .collect()
+}
+
+/// Bytes of the scalar reductions of kernel `k` that another member of `k` reads (a mean's `/ N`, a loss's
+/// negation): the compiler ends a fusion at a reduction to a scalar and writes the scalar to HBM, where the
+/// epilogue reads it back (tpusim's kernel holds both, [`super::fusion`]).
+///
+/// Evidence (compiler corpus, optimized modules): reduction.001 (`mean(x * x)` over f32[128,14814]) is on every
+/// chip `multiply_reduce_fusion = f32[]{:T(128)}` in HBM then `multiply` reading it; temp 16,384 B, one granule
+/// holding the 512-byte scalar (so are reduction.011, .017 and .023, the other means to a scalar). Reductions
+/// keeping a dimension end their kernel themselves (reduction.008 `mean` over one axis: temp 0), and a convert
+/// after the scalar is folded into the reduction (reduction.005, a bf16 sum accumulated in f32, is one `reduce`
+/// to `bf16[]`: temp 0).
+fn scalar_reduction_bytes(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<u64, HloError> {
+    let mut bytes = 0u64;
+    for &m in &k.members {
+        let n = &g.nodes[m];
+        if n.class != OpClass::Reduce || n.ins.opcode != "reduce" || k.outputs.contains(&m) {
+            continue;
+        }
+        let scalar = matches!(&n.ins.shape, sim_core::layout::Shape::Array(a) if a.dims.is_empty());
+        // A convert is folded into the reduction (it reduces in the converted type): no epilogue.
+        let read_here = g.users[m]
+            .iter()
+            .any(|u| k.members.contains(u) && g.nodes[*u].ins.opcode != "convert");
+        if scalar && read_here {
+            bytes = bytes.saturating_add(sizer.shape(&n.ins.shape)?.padded_bytes);
+        }
+    }
+    Ok(bytes)
+}
+
+/// Elements of the compiler's one-dimensional vector tile: a vector laid out `{0:T(1024)}`.
+const VECTOR_TILE: u64 = 1024;
+
+/// Bytes of the vector operand of kernel `k`'s matrix-vector product (M = 1 or N = 1, no batch, its only dot)
+/// when that vector is an entry parameter the compiler must relay out: it reduces the `[K,1]` or `[1,K]`
+/// parameter over its unit dimension into a `[K]` vector (K padded to 1,024 elements), written to HBM on a
+/// megacore chip without CMEM, where both cores read it; an f32 vector whose K is a multiple of 1,024 is the
+/// same bytes and is only bitcast.
+///
+/// Evidence (compiler corpus, v5p, optimized modules): matvec.001 (bf16 [18560,1218] x [1218,1]) has `reduce.2 =
+/// bf16[1218]{0:T(1024)}` in HBM before `multiply_reduce_fusion`: temp 16,384 B; matvec.018 (K = 12,252 bf16,
+/// 24,576 padded bytes): 32,768; matvec.013 (f32 K = 8,211, 36,864): 49,152; decode_matmul.003, .005, .010,
+/// .019, .021, .023, .027 (M = 1) one granule each. matvec.012 (f32 K = 3,072) bitcasts `v` to
+/// `f32[3072]{0:T(1024)}`: temp 0. On v4, v5e, v6e and tpu7x the same `reduce` is in VMEM (`S(1)`): temp 0.
+fn matvec_vector_bytes(g: &Graph<'_>, k: &Group) -> u64 {
+    if k.kind != KernelKind::Mxu {
+        return 0;
+    }
+    let mut dots = k
+        .members
+        .iter()
+        .filter(|&&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
+    let (Some(&dot), None) = (dots.next(), dots.next()) else {
+        return 0;
+    };
+    let node = &g.nodes[dot];
+    if node.class != OpClass::Dot
+        || !node.ins.int_list("lhs_batch_dims").unwrap_or_default().is_empty()
+        || node.operands.len() != 2
+    {
+        return 0;
+    }
+    let contracting = |side: &str| {
+        node.ins
+            .int_list(&format!("{side}_contracting_dims"))
+            .unwrap_or_default()
+    };
+    // Elements of an operand outside its contracting dimensions (M for the left, N for the right).
+    let free = |o: usize, side: &str| -> u64 {
+        let c = contracting(side);
+        dims_of(&g.nodes[o].ins.shape)
+            .iter()
+            .enumerate()
+            .filter(|(i, _)| !c.contains(&(*i as i64)))
+            .map(|(_, d)| *d)
+            .product()
+    };
+    let (lhs, rhs) = (node.operands[0], node.operands[1]);
+    let vector = if free(lhs, "lhs") == 1 {
+        lhs
+    } else if free(rhs, "rhs") == 1 {
+        rhs
+    } else {
+        return 0;
+    };
+    let v = &g.nodes[vector];
+    let sim_core::layout::Shape::Array(a) = &v.ins.shape else {
+        return 0;
+    };
+    if v.ins.opcode != "parameter" {
+        return 0;
+    }
+    let elements: u64 = dims_of(&v.ins.shape).iter().product();
+    let elem_bytes = (a.element_type.bit_width() as u64).div_ceil(8).max(1);
+    if elem_bytes == 4 && elements % VECTOR_TILE == 0 {
+        return 0;
+    }
+    elements.div_ceil(VECTOR_TILE) * VECTOR_TILE * elem_bytes
+}

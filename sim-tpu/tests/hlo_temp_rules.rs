@@ -1,0 +1,104 @@
+//! `tpusim hlo`'s temp rules for values the compiler writes to HBM for one kernel only (`hlo::temp`), read off
+//! the compiler corpus's optimized modules (/work/scratch-corpus/opt). Each module is written by hand here, with
+//! its expected temp bytes worked out in the test.
+
+use sim_tpu::hlo::{cost_module_with, hlo_params, HloModule, HloParams};
+use sim_tpu::tensorcore::ChipModel;
+
+/// One granule of the compiler's temp allocation.
+const GRANULE: u64 = 16_384;
+
+/// `chip`'s constants with a 64 MiB on-chip budget for temporaries (every kernel output of these modules fits),
+/// a 40 KiB allocation overhead (which a rule's scratch must not bring in) and no row-reduction scratch, so a
+/// test's temp is the rule's bytes alone.
+fn bare(chip: &str) -> (ChipModel, HloParams) {
+    let model = ChipModel::preset(chip).unwrap();
+    let mut hp = hlo_params().into_iter().find(|h| h.name == chip).unwrap();
+    hp.hbm_bytes_per_cycle = model.hbm.hlo_stream_bytes_per_cycle;
+    hp.temp_fast_bytes = 64 << 20;
+    hp.temp_overhead_bytes = 40_960;
+    hp.temp_row_reduce_bytes = 0;
+    (model, hp)
+}
+
+fn temp(text: &str, chip: &str) -> u64 {
+    let (model, hp) = bare(chip);
+    cost_module_with(&HloModule::parse(text).unwrap(), &model, &hp)
+        .unwrap()
+        .temp_bytes
+}
+
+/// `sum(x * x)` over an f32[128,1024] parameter as `r` (`root` its prefix: `ROOT ` or nothing), then
+/// `epilogue`.
+fn mean_square(root: &str, epilogue: &str) -> String {
+    format!(
+        "HloModule m\n\nadd_f {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+         ENTRY main {{\n  x = f32[128,1024]{{1,0}} parameter(0)\n  sq = f32[128,1024]{{1,0}} multiply(x, x)\n  \
+         zero = f32[] constant(0)\n  {root}r = f32[] reduce(sq, zero), dimensions={{0,1}}, to_apply=add_f\n  {epilogue}\n}}\n"
+    )
+}
+
+/// The compiler ends a fusion at a reduction to a scalar: `r` (f32[], one 512-byte padded tile) is written to
+/// HBM and the `/ N` reads it back (reduction.001 on every chip: `multiply_reduce_fusion = f32[]{:T(128)}` then
+/// `multiply`, temp 16,384). tpusim's kernel holds both, so the scalar is scratch of that kernel: 512 B, one
+/// granule, and no allocation overhead (the 40 KiB set here would make it 3 granules).
+#[test]
+fn a_scalar_reduction_read_by_its_epilogue_is_one_granule_in_hbm() {
+    let div = mean_square("", "n = f32[] constant(131072)\n  ROOT d = f32[] divide(r, n)");
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        assert_eq!(temp(&div, chip), GRANULE, "{chip}");
+    }
+}
+
+/// The same reduction as the program's result has no epilogue (reduction.002 on v6e, `max` over all axes as the
+/// `ROOT`: temp 0), and a convert after it is folded into the reduction (reduction.005, a bf16 sum accumulated in
+/// f32: one `reduce` to `bf16[]`, temp 0).
+#[test]
+fn a_scalar_reduction_without_an_epilogue_has_no_temporary() {
+    let root = mean_square("ROOT ", "");
+    let convert = mean_square("", "ROOT c = bf16[] convert(r)");
+    for chip in ["v5p", "v6e"] {
+        assert_eq!(temp(&root, chip), 0, "{chip}");
+        assert_eq!(temp(&convert, chip), 0, "{chip}");
+    }
+}
+
+/// `x [1,K] . w [K,768]`, M = 1, with `x` an entry parameter.
+fn row_vector_product(dtype: &str, k: u64) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  x = {dtype}[1,{k}]{{1,0}} parameter(0)\n  w = {dtype}[{k},768]{{1,0}} parameter(1)\n  \
+         ROOT y = {dtype}[1,768]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
+    )
+}
+
+/// On v5p (two cores, no CMEM) the compiler relays a matrix-vector product's vector out to one dimension with a
+/// `reduce` into HBM, padded to 1,024 elements: bf16 K = 1,536 is 2,048 x 2 = 4,096 B, one granule
+/// (decode_matmul.003@v5p: `reduce.3 = bf16[1536]{0:T(1024)}`, temp 16,384); bf16 K = 12,252 is 12,288 x 2 =
+/// 24,576 B, two granules (matvec.018@v5p: 32,768); f32 K = 8,211 is 9,216 x 4 = 36,864 B, three granules
+/// (matvec.013@v5p: 49,152). An f32 vector of 3,072 elements (3 x 1,024) is only bitcast (matvec.012@v5p: temp 0).
+/// Elsewhere the relaid-out vector is in VMEM: temp 0 (the same records on v6e).
+#[test]
+fn a_matvec_vector_is_relaid_out_in_hbm_on_v5p() {
+    assert_eq!(temp(&row_vector_product("bf16", 1536), "v5p"), GRANULE);
+    assert_eq!(temp(&row_vector_product("bf16", 12252), "v5p"), 2 * GRANULE);
+    assert_eq!(temp(&row_vector_product("f32", 8211), "v5p"), 3 * GRANULE);
+    assert_eq!(temp(&row_vector_product("f32", 3072), "v5p"), 0);
+    for chip in ["v4", "v5e", "v6e"] {
+        assert_eq!(temp(&row_vector_product("bf16", 1536), chip), 0, "{chip}");
+    }
+}
+
+/// The vector on the right (`w [768,K] . v [K,1]`, N = 1) is relaid out the same way (matvec.001@v5p, K = 1,218
+/// bf16: `reduce.2 = bf16[1218]{0:T(1024)}`, 2,048 x 2 = 4,096 B: one granule); a product with two columns is
+/// not a matrix-vector product (matvec.000@v5p, N = 2: temp 0).
+#[test]
+fn a_column_vector_is_relaid_out_too() {
+    let text = |n: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  w = bf16[768,1218]{{1,0}} parameter(0)\n  v = bf16[1218,{n}]{{1,0}} parameter(1)\n  \
+             ROOT y = bf16[768,{n}]{{1,0}} dot(w, v), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
+        )
+    };
+    assert_eq!(temp(&text(1), "v5p"), GRANULE);
+    assert_eq!(temp(&text(2), "v5p"), 0);
+}
