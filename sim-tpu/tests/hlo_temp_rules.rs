@@ -102,3 +102,30 @@ fn a_column_vector_is_relaid_out_too() {
     assert_eq!(temp(&text(1), "v5p"), GRANULE);
     assert_eq!(temp(&text(2), "v5p"), 0);
 }
+
+/// `table [rows,cols]` gathered at 256 ids (`[256,1]`, one row each) into `[256,1,cols]`, then `exp` of the rows
+/// as the program's result (so the rows are a temporary).
+fn gather_rows(dtype: &str, rows: u64, cols: u64) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  table = {dtype}[{rows},{cols}]{{1,0}} parameter(0)\n  ids = s32[256,1]{{1,0}} parameter(1)\n  \
+         g = {dtype}[256,1,{cols}]{{2,1,0}} gather(table, ids), offset_dims={{1,2}}, collapsed_slice_dims={{}}, \
+         start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{cols}}}\n  \
+         ROOT e = {dtype}[256,1,{cols}]{{2,1,0}} exponential(g)\n}}\n"
+    )
+}
+
+/// A gather's rows are written by both cores on v5p, so they are in HBM, and a table narrower than 128 lanes is
+/// relaid out to row-major in HBM first (embedding.001@v5p: `copy = bf16[5754,100]{1,0:T(8,128)(2,1)}` and
+/// `gather_fusion = bf16[256,100]`, temp 1,556,480). With a 64 MiB on-chip budget and a 40 KiB overhead:
+/// - bf16[5754,100]: the copy pads to 5,760 x 128 x 2 = 1,474,560 B and the rows to 256 x 128 x 2 = 65,536 B,
+///   live together: 1,540,096 B = 94 granules exactly. The rows as a buffer of their own (tpusim's layout pads
+///   the minor 100 to fewer lanes) plus the overhead stay below that, so the copy sets the peak.
+/// - bf16[88182,256] (a row-major table, prefetched by the compiler, embedding.000@v5p): no copy; the rows'
+///   buffer, 256 x 256 x 2 = 131,072 B, plus the 40,960-byte overhead: 172,032 B, 10.5 granules, so 11.
+/// - On v6e the same rows stay in VMEM and the copy is there too: temp 0 (embedding.001@v6e).
+#[test]
+fn gathered_rows_and_a_narrow_tables_copy_are_in_hbm_on_v5p() {
+    assert_eq!(temp(&gather_rows("bf16", 5754, 100), "v5p"), 1_540_096);
+    assert_eq!(temp(&gather_rows("bf16", 88182, 256), "v5p"), 11 * GRANULE);
+    assert_eq!(temp(&gather_rows("bf16", 5754, 100), "v6e"), 0);
+}

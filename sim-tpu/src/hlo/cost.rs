@@ -960,7 +960,7 @@ fn temp_bytes(
         let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes;
         Ok(if feeds_only_dots(g, &outputs, o) { b / 2 } else { b })
     };
-    let eligible = |k: &Group| mxu_on_chip || k.kind != KernelKind::Mxu;
+    let eligible = |k: &Group| mxu_on_chip || !super::temp::written_by_both_cores(g, k);
     let scratch = super::temp::kernel_scratch(g, kernels, sizer, !mxu_on_chip)?;
     let placed = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible, &scratch)?;
     let base = if placed.hbm_outputs {
@@ -1167,7 +1167,9 @@ fn cost_graph(
         };
         after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
         if control.depth == 0 && !mxu_results_on_chip(chip) {
-            copy_temp = copy_temp.max(super::relayout::copy_temporaries(g, k, sizer)?);
+            copy_temp = copy_temp
+                .max(super::relayout::copy_temporaries(g, k, sizer)?)
+                .max(super::temp::gather_table_copy_bytes(g, k, sizer, chip)?);
         }
         for mut r in before.into_iter().chain([c]).chain(after) {
             r.start_cycle = t;

@@ -128,3 +128,68 @@ fn matvec_vector_bytes(g: &Graph<'_>, k: &Group) -> u64 {
     }
     elements.div_ceil(VECTOR_TILE) * VECTOR_TILE * elem_bytes
 }
+
+/// Whether kernel `k`'s results are written by both cores of a megacore chip, so that on one without CMEM they
+/// cannot stay in one core's VMEM: an MXU kernel's (the temp model's rule since the first corpus), and a
+/// gather's rows.
+///
+/// Evidence for gathers (compiler corpus, optimized modules): embedding.000 (257 rows of a bf16[88182,256]
+/// table, then a scalar loss and the table's gradient) writes `gather_fusion = bf16[257,256]` to HBM on v5p
+/// (temp 180,224 B: the rows' 135,168 padded bytes and the loss's scalar) and to `S(1)` on v6e (temp 49,152);
+/// embedding.001, .005, .011 likewise (`gather_fusion` without `S(1)` on v5p only).
+pub(super) fn written_by_both_cores(g: &Graph<'_>, k: &Group) -> bool {
+    k.kind == KernelKind::Mxu || g.nodes[k.anchor].ins.opcode == "gather"
+}
+
+/// HBM bytes around a gather kernel `k` of the entry whose table the compiler copies before gathering
+/// ([`super::relayout::gather_copies`]) on a megacore chip without CMEM, when the copy is a relayout: a table
+/// narrower than one 128-lane row is an entry parameter in column-major layout (`{0,1}`), copied to row-major
+/// (`{1,0:T(8,128)}`) in HBM, and read by the gather writing the rows, so both are live at once. A wider table
+/// is already row-major and is prefetched into VMEM instead. On other chips the copy is in VMEM (or CMEM).
+///
+/// Evidence (compiler corpus, v5p): embedding.001 (table bf16[5754,100]{0,1}, 256 ids): `copy =
+/// bf16[5754,100]{1,0:T(8,128)(2,1)}` and `gather_fusion = bf16[256,100]` in HBM, 5,760 x 128 x 2 = 1,474,560
+/// and 256 x 128 x 2 = 65,536 B, 1,540,096 B together against the compiler's 1,556,480 (one granule more);
+/// embedding.007 (f32[1440,16], 128 ids): 737,280 + 65,536 = 802,816 B against 835,584; embedding.000 (table
+/// bf16[88182,256]{1,0}) is prefetched (`copy-start` into `S(1)`): no copy in HBM. The same records' temp is 0
+/// on v4, v5e, v6e and tpu7x (embedding.001, .005) or the rows alone (.000, .007).
+pub(super) fn gather_table_copy_bytes(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &crate::tensorcore::ChipModel,
+) -> Result<u64, HloError> {
+    let anchor = &g.nodes[k.anchor];
+    let Some(&table) = anchor.operands.first() else {
+        return Ok(0);
+    };
+    let dims = dims_of(&g.nodes[table].ins.shape);
+    if anchor.ins.opcode != "gather" || dims.len() != 2 || dims[1] >= LANES {
+        return Ok(0);
+    }
+    if super::relayout::gather_copies(g, k, sizer, chip)?.0.is_none() {
+        return Ok(0);
+    }
+    Ok(row_major_bytes(g, table).saturating_add(row_major_bytes(g, k.anchor)))
+}
+
+/// Lanes of a vector register row (the minor tile dimension).
+const LANES: u64 = 128;
+
+/// Bytes of node `n`'s array as a row-major matrix in (8, 128) tiles: the last dimension padded to 128 lanes,
+/// the others collapsed into rows padded to 8 (the compiler's table copies and gathered rows: a gather's
+/// `[256,1,100]` result is its `gather_fusion = bf16[256,100]`).
+fn row_major_bytes(g: &Graph<'_>, n: usize) -> u64 {
+    let sim_core::layout::Shape::Array(a) = &g.nodes[n].ins.shape else {
+        return 0;
+    };
+    let dims = dims_of(&g.nodes[n].ins.shape);
+    let elem_bytes = (a.element_type.bit_width() as u64).div_ceil(8).max(1);
+    let Some((&minor, rest)) = dims.split_last() else {
+        return elem_bytes;
+    };
+    let rows: u64 = rest.iter().product();
+    (rows.div_ceil(8) * 8)
+        .saturating_mul(minor.div_ceil(LANES) * LANES)
+        .saturating_mul(elem_bytes)
+}
