@@ -25,12 +25,10 @@ fn gunzip(path: &PathBuf) -> String {
 /// 40 % per chip; the p90 is not met.)
 const HELDOUT_MEDIAN_MAX: f64 = 0.16;
 const HELDOUT_P90_MAX: f64 = 0.66;
-/// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
+/// The goal for temp bytes, per chip, on the random held-out records; met on every chip (v5p 11.5 %, from
+/// 27.7 % before `hlo::temp`'s rules: scalar reductions before their epilogue, v5p's relaid-out matrix-vector
+/// vectors, gathered rows and narrow tables' copies).
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
-/// v5p's temp median is 27.7 % (70.0 % before the convolution copies' temporaries in `hlo::relayout`, the 16 KiB
-/// temp granule and the temp objective capping each error at 1,000 %): still over the goal (kernel-structure
-/// differences). Bounded so it cannot grow.
-const HELDOUT_TEMP_MEDIAN_MAX_V5P: f64 = 0.30;
 
 #[test]
 fn corpus_bytes_exact_and_heldout_within_bound() {
@@ -65,11 +63,9 @@ fn corpus_bytes_exact_and_heldout_within_bound() {
     assert_eq!(temps.len(), 5);
     for (chip, t) in &temps {
         let m = quantile(t, 0.5);
-        let bound = if chip == "v5p" {
-            HELDOUT_TEMP_MEDIAN_MAX_V5P
-        } else {
-            HELDOUT_TEMP_MEDIAN_MAX
-        };
-        assert!(m <= bound, "{chip}: random held-out temp median {m:.3}");
+        assert!(
+            m <= HELDOUT_TEMP_MEDIAN_MAX,
+            "{chip}: random held-out temp median {m:.3}"
+        );
     }
 }

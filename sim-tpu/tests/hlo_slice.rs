@@ -152,12 +152,13 @@ fn async_pairs_wait_at_done() {
     assert_eq!(r.step.step_cycles, r.collectives[0].cycles + e.cycles);
 }
 
-/// Temp bytes of a module on v5p: `a` (f32[8192,1024], 32 MiB) feeds an all-reduce, then `tail` follows.
+/// Temp bytes of a module on v5p: `a` (f32[32768,1024], 128 MiB: more than v5p's 95 MiB of VMEM, so in HBM
+/// whatever on-chip budget for temporaries is fitted) feeds an all-reduce, then `tail` follows.
 fn temp_with(tail: &str) -> u64 {
     let text = format!(
         "HloModule m\n\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
-         ENTRY main {{\n  p = f32[8192,1024]{{1,0}} parameter(0)\n  a = f32[8192,1024]{{1,0}} exponential(p)\n  \
-         r = f32[8192,1024]{{1,0}} all-reduce(a), replica_groups={{{{0,1,2,3}}}}, to_apply=add\n{tail}\n}}\n"
+         ENTRY main {{\n  p = f32[32768,1024]{{1,0}} parameter(0)\n  a = f32[32768,1024]{{1,0}} exponential(p)\n  \
+         r = f32[32768,1024]{{1,0}} all-reduce(a), replica_groups={{{{0,1,2,3}}}}, to_apply=add\n{tail}\n}}\n"
     );
     let m = HloModule::parse(&text).unwrap();
     let chip = sim_tpu::tensorcore::ChipModel::for_chip(&Chip::preset("v5p").unwrap()).unwrap();
@@ -166,10 +167,10 @@ fn temp_with(tail: &str) -> u64 {
 
 #[test]
 fn all_reduce_reduces_in_place() {
-    // The all-reduce's result takes over `a`'s 32 MiB buffer when nothing reads `a` after it; when `a` is read
-    // afterwards, the result needs a second 32 MiB buffer (the compiler's memory_analysis of the data-parallel
+    // The all-reduce's result takes over `a`'s 128 MiB buffer when nothing reads `a` after it; when `a` is read
+    // afterwards, the result needs a second 128 MiB buffer (the compiler's memory_analysis of the data-parallel
     // MLP counts one buffer for its gradient all-reduce).
-    let in_place = temp_with("  ROOT o = f32[8192,1024]{1,0} exponential(r)");
-    let kept = temp_with("  ROOT o = f32[8192,1024]{1,0} add(r, a)");
-    assert_eq!(kept - in_place, 32 << 20, "{kept} {in_place}");
+    let in_place = temp_with("  ROOT o = f32[32768,1024]{1,0} exponential(r)");
+    let kept = temp_with("  ROOT o = f32[32768,1024]{1,0} add(r, a)");
+    assert_eq!(kept - in_place, 128 << 20, "{kept} {in_place}");
 }
