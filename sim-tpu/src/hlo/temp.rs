@@ -1,10 +1,14 @@
-//! HBM temporaries that live only while one kernel runs and that tpusim's kernels do not write as outputs of
-//! their own: the compiler makes them in a small kernel of its own just before (a scalar reduction before its
-//! epilogue, a matrix-vector product's vector relaid out). Each rule is one function with its evidence; the
-//! temp model adds their bytes to the HBM live at that kernel ([`kernel_scratch`]).
+//! Temp rules read off the compiler's buffer assignment (`memory_analysis()` temp bytes and the `S(1)` VMEM
+//! placements of the corpus's optimized modules), one function each with its evidence:
+//! - values the compiler writes to HBM for one kernel only, in a small kernel of its own just before, which
+//!   tpusim's kernels do not write as outputs: a scalar reduction before its epilogue, a matrix-vector
+//!   product's vector relaid out ([`kernel_scratch`], added to the HBM live at that kernel);
+//! - results no core can keep in its VMEM on a megacore chip without CMEM ([`written_by_both_cores`]);
+//! - a narrow gather table's row-major copy there ([`gather_table_copy_bytes`]).
 //!
-//! They carry none of the fitted allocation overhead: each record where one is the only temporary reports
-//! exactly one 16 KiB granule (reduction.001, .011, .017, .023 on all five chips; decode_matmul.003 on v5p).
+//! Kernel scratch carries none of the fitted allocation overhead: each record where it is the only temporary
+//! reports exactly one 16 KiB granule (reduction.001, .011, .017, .023 on all five chips; decode_matmul.003 on
+//! v5p).
 
 use super::bytes::{dims_of, Sizer};
 use super::fusion::{Group, KernelKind};
