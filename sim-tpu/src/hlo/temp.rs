@@ -127,7 +127,7 @@ fn matvec_vector_bytes(g: &Graph<'_>, k: &Group) -> u64 {
     }
     let elements: u64 = dims_of(&v.ins.shape).iter().product();
     let elem_bytes = (a.element_type.bit_width() as u64).div_ceil(8).max(1);
-    if elem_bytes == 4 && elements % VECTOR_TILE == 0 {
+    if elem_bytes == 4 && elements.is_multiple_of(VECTOR_TILE) {
         return 0;
     }
     elements.div_ceil(VECTOR_TILE) * VECTOR_TILE * elem_bytes
