@@ -111,6 +111,28 @@ pub struct TcParams {
     /// 6,392 for 286).
     #[serde(default)]
     pub mxu_weight_transpose_cycles: f64,
+    /// A copy that keeps the lane dim and moves only sublane rows (`lower::conv_output_copy`), per 1024 elements
+    /// of 32-bit data. Read off the convolutions whose result the compiler writes (H, W, N, C) and copies to the
+    /// channel-minor entry layout (N, H, W, C): 3.3-3.5 cycles per 1024 f32 elements on tpu7x, 5.6 on v6e, 10.7
+    /// on v5e, 7.6 on v5p, 19.5 on v4 (C25.conv2d_nhwc.001, f32[4,56,56,256]: 10,485 / 17,407 / 34,196 /
+    /// 23,946 / 61,224 cycles for 3,136 blocks).
+    #[serde(default = "default_row_relayout")]
+    pub row_relayout: f64,
+    /// Multiplier on `row_relayout` for 16-bit data, whose rows sit packed in pairs in a sublane and are split and
+    /// re-paired: 1.4x on v5e, v6e and tpu7x, 1.0 on v4 and v5p (O0x218 bf16 against the f32 copies above, the
+    /// same 3,136 blocks: 47,028 on v5e, 25,053 on v6e, 14,579 on tpu7x, 60,440 on v4, 23,946 on v5p).
+    #[serde(default = "default_row_relayout_16bit_factor")]
+    pub row_relayout_16bit_factor: f64,
+}
+
+/// The starting point of `row_relayout` for a calibration written before it existed (v5e's f32 figure above).
+fn default_row_relayout() -> f64 {
+    10.0
+}
+
+/// The starting point of `row_relayout_16bit_factor`: no extra cost for packed rows.
+fn default_row_relayout_16bit_factor() -> f64 {
+    1.0
 }
 
 /// The starting point of `conv_input_relayout` for a calibration written before it existed: about the corpus's
@@ -159,6 +181,8 @@ impl TcParams {
             ("mm_8bit_widen", &mut self.mm_8bit_widen),
             ("conv_input_relayout", &mut self.conv_input_relayout),
             ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
+            ("row_relayout", &mut self.row_relayout),
+            ("row_relayout_16bit_factor", &mut self.row_relayout_16bit_factor),
         ]
     }
 }
