@@ -597,7 +597,7 @@ fn lower_conv(
         if o.order.last() != Some(&3) {
             kernels.push(conv_output_copy(out_t, out_dims, &o));
         }
-    } else if cout % 128 != 0 || relayout.is_some() {
+    } else if (cout % 128 != 0 || relayout.is_some()) && o.order != FUSION_RESULT_ORDER {
         kernels.push(conv_output_copy(out_t, out_dims, &o));
     }
     (kernels, flops)
@@ -613,13 +613,15 @@ fn conv_w_blocked(input: [u64; 4], kernel: [u64; 4]) -> bool {
     input[0] == 1 && kernel[1] > 1
 }
 
-/// A relayout kernel of `bytes` in and out (the copies and slices around a column-blocked convolution).
+/// A relayout kernel of `bytes` in and out (the copies and slices around a column-blocked convolution). They keep
+/// the lane dim (C25.conv2d_nhwc.005's blocks bf16[56,1,8,8,64]{4,3,2,0,1} -> {4,2,3,0,1}: C stays minor), so
+/// they move rows (`VpuClass::RowRelayout`).
 fn small_relayout(name: &'static str, dtype: Dtype, bytes: u64) -> Kernel {
     let elements = bytes * 8 / dtype.bits().max(1);
     Kernel {
         name,
         work: Work::Vpu {
-            class: VpuClass::Relayout,
+            class: VpuClass::RowRelayout,
             blocks: elements as f64 / VREG_ELEMENTS as f64,
             elem_bytes: dtype.bytes(),
         },
@@ -628,6 +630,11 @@ fn small_relayout(name: &'static str, dtype: Dtype, bytes: u64) -> Kernel {
         unpadded_bytes: 2 * bytes,
     }
 }
+
+/// The physical order (H, W, N, C) of a convolution fusion's result, `{3,0,2,1}`. An entry result the compiler
+/// lays out so needs no copy, however narrow its channels: C25.conv2d_nhwc.012, bf16[31,26,26,320]{3,0,2,1}, and
+/// .013, bf16[7,17,17,419]{3,0,2,1}, are one fusion each on every chip.
+const FUSION_RESULT_ORDER: [usize; 4] = [1, 2, 0, 3];
 
 /// The copy of a convolution's result from the fusion's (H, W, N, C) order, C lane-padded, into the entry
 /// result's layout. When that layout is channel-minor the lanes stay as they are and only sublane rows move
