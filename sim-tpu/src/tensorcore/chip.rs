@@ -51,8 +51,8 @@ pub struct TcParams {
     /// Layout-changing copies from VMEM (NCHW<->NHWC, resident rank-2 transposes, convolution output relayout),
     /// per input block.
     pub relayout: f64,
-    /// The input relayout copy of a convolution with fewer than 8 input channels, per 1024 elements of the
-    /// lane-padded NHWC input.
+    /// The input copy of a convolution that puts the batch (or, for one image, the rows) in the lanes, per 1024
+    /// elements of its (H, W, C, N) output (`lower::conv_copy_lanes`).
     pub conv_input_copy: f64,
     /// Concatenate, resident (per output block).
     pub concat_resident: f64,
@@ -98,8 +98,8 @@ pub struct TcParams {
     /// 29,518 for 11,515), where v5e-v6e and tpu7x take the same shapes at 0.4-1.4.
     #[serde(default)]
     pub mm_8bit_widen: f64,
-    /// The input relayout copy of a convolution with 8 or more channels whose entry layout is not
-    /// channel-minor, per 1024 elements of its (H, W, N, C) output (`lower::conv_input_relayout`).
+    /// The input copy of a convolution that puts the channels in the lanes, per 1024 elements of its
+    /// (H, W, N, C) output (`lower::conv_copy_lanes`).
     #[serde(default = "default_conv_input_relayout")]
     pub conv_input_relayout: f64,
     /// Cycles the transpose unit takes per 128x128 block of a stationary MXU operand stored contracting-dim
@@ -111,6 +111,19 @@ pub struct TcParams {
     /// 6,392 for 286).
     #[serde(default)]
     pub mxu_weight_transpose_cycles: f64,
+    /// A copy that keeps the lane dim and moves only sublane rows (`lower::conv_output_copy`), per 1024 elements
+    /// of 32-bit data. Read off the convolutions whose result the compiler writes (H, W, N, C) and copies to the
+    /// channel-minor entry layout (N, H, W, C): 3.3-3.5 cycles per 1024 f32 elements on tpu7x, 5.6 on v6e, 10.7
+    /// on v5e, 7.6 on v5p, 19.5 on v4 (C25.conv2d_nhwc.001, f32[4,56,56,256]: 10,485 / 17,407 / 34,196 /
+    /// 23,946 / 61,224 cycles for 3,136 blocks). The bf16 copies of the same blocks cost up to 1.4x more on
+    /// v5e-tpu7x (O0x218), but a separate 16-bit factor fitted to 1.0 on every chip, so there is none.
+    #[serde(default = "default_row_relayout")]
+    pub row_relayout: f64,
+}
+
+/// The starting point of `row_relayout` for a calibration written before it existed (v5e's f32 figure above).
+fn default_row_relayout() -> f64 {
+    10.0
 }
 
 /// The starting point of `conv_input_relayout` for a calibration written before it existed: about the corpus's
@@ -159,6 +172,7 @@ impl TcParams {
             ("mm_8bit_widen", &mut self.mm_8bit_widen),
             ("conv_input_relayout", &mut self.conv_input_relayout),
             ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
+            ("row_relayout", &mut self.row_relayout),
         ]
     }
 }

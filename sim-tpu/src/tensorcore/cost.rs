@@ -125,6 +125,7 @@ fn vpu_rates(p: &TcParams, class: VpuClass, elem_bytes: u64) -> (f64, f64) {
         VpuClass::ConvInputCopy => (p.conv_input_copy, p.conv_input_copy),
         VpuClass::ConvInputRelayout => (p.conv_input_relayout, p.conv_input_relayout),
         VpuClass::Relayout => (p.relayout, p.relayout),
+        VpuClass::RowRelayout => (p.row_relayout, p.row_relayout),
         VpuClass::Concat => (p.concat_resident, p.concat_stream),
         VpuClass::Matvec => {
             let r = p.matvec_base + p.matvec_per_byte * elem_bytes as f64;
