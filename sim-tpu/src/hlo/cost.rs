@@ -644,6 +644,16 @@ fn mxu_pass(
         out: stays,
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    // A kernel gradient streams its operands once ([`super::conv_backward`]).
+    if let Some(kg) = super::conv_backward::kernel_gradient(g, node, &w.0, residency, sizer, hp.hbm_bytes_per_cycle)? {
+        let spill = kg.stream_cycles.max(spill);
+        let pass = MxuPass {
+            work: kg.work,
+            residency: kg.residency,
+            spill,
+        };
+        return Ok((pass, w.1));
+    }
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
     let pass = MxuPass { work, residency, spill };
     Ok((pass, w.1))

@@ -21,6 +21,7 @@
 mod batchnorm;
 pub mod bytes;
 pub mod collective;
+mod conv_backward;
 pub mod corpus;
 pub mod cost;
 mod epilogue_reduce;
