@@ -654,6 +654,9 @@ fn mxu_pass(
         };
         return Ok((pass, w.1));
     }
+    // A strided convolution reads its whole input ([`super::conv_strided`]).
+    let strided = super::conv_strided::strided_input_cycles(g, node, residency.lhs, sizer, hp.hbm_bytes_per_cycle)?;
+    let spill = spill.max(strided);
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
     let pass = MxuPass { work, residency, spill };
     Ok((pass, w.1))
