@@ -18,13 +18,15 @@ fn gunzip(path: &PathBuf) -> String {
 }
 
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
-/// corpus's random fit split and the reference sample's; README "Generalization"): 14.2 % median and 60.0 % p90 on
-/// 366 records with this stop's rules (convolution batch-norm passes and epilogue sums, row statistics, epilogue
-/// reductions, softmax passes, operand prefetch), from 17.4 % and 71.1 % before them; a little room for the corpus
-/// to grow: a rule or constant change that makes unseen programs worse fails here. (The goals are 15 % and
-/// 40 % per chip; the p90 is not met.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.16;
-const HELDOUT_P90_MAX: f64 = 0.66;
+/// corpus's random fit split and the reference sample's; README "Generalization"): 12.6 % median and 50.0 % p90 on
+/// 366 records with the convolution kernel-gradient, strided-input and activation-prefetch rules
+/// (`hlo::conv_backward`, `conv_strided`, `conv_prefetch`), from 14.2 % and 60.0 % before them and 17.4 % and
+/// 71.1 % before this stop's earlier rules (convolution batch-norm passes and epilogue sums, row statistics,
+/// epilogue reductions, softmax passes, operand prefetch); a little room for the corpus to grow: a rule or constant
+/// change that makes unseen programs worse fails here. (The goals are 15 % and 40 % per chip; the p90 is
+/// not met.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.14;
+const HELDOUT_P90_MAX: f64 = 0.55;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip (v5p 11.5 %, from
 /// 27.7 % before `hlo::temp`'s rules: scalar reductions before their epilogue, v5p's relaid-out matrix-vector
 /// vectors, gathered rows and narrow tables' copies).

@@ -644,6 +644,19 @@ fn mxu_pass(
         out: stays,
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    // A kernel gradient streams its operands once ([`super::conv_backward`]).
+    if let Some(kg) = super::conv_backward::kernel_gradient(g, node, &w.0, residency, sizer, hp.hbm_bytes_per_cycle)? {
+        let spill = kg.stream_cycles.max(spill);
+        let pass = MxuPass {
+            work: kg.work,
+            residency: kg.residency,
+            spill,
+        };
+        return Ok((pass, w.1));
+    }
+    // A strided convolution reads its whole input ([`super::conv_strided`]).
+    let strided = super::conv_strided::strided_input_cycles(g, node, residency.lhs, sizer, hp.hbm_bytes_per_cycle)?;
+    let spill = spill.max(strided);
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
     let pass = MxuPass { work, residency, spill };
     Ok((pass, w.1))

@@ -21,6 +21,9 @@
 mod batchnorm;
 pub mod bytes;
 pub mod collective;
+mod conv_backward;
+mod conv_prefetch;
+mod conv_strided;
 pub mod corpus;
 pub mod cost;
 mod epilogue_reduce;

@@ -42,7 +42,12 @@ pub(super) fn prefetched_operands(
         if n.ins.opcode != "parameter" || n.param.is_none() || Some(i) == cross || first.contains(&i) {
             continue;
         }
-        if read_by_matmuls_only(g, i) && sizer.shape(&n.ins.shape)?.padded_bytes.saturating_mul(2) <= left {
+        let bytes = sizer.shape(&n.ins.shape)?.padded_bytes;
+        // A large convolution activation is streamed ([`super::conv_prefetch`]).
+        if read_by_matmuls_only(g, i)
+            && bytes.saturating_mul(2) <= left
+            && !super::conv_prefetch::activation_too_large(g, i, bytes)
+        {
             out.push(i);
         }
     }

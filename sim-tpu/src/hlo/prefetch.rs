@@ -33,6 +33,10 @@ pub(super) fn cross_program_prefetch(
             continue;
         }
         let bytes = sizer.shape(&n.ins.shape)?.padded_bytes;
+        // A large convolution activation is streamed ([`super::conv_prefetch`]).
+        if super::conv_prefetch::activation_too_large(g, i, bytes) {
+            continue;
+        }
         if bytes <= chip.prefetch_budget_bytes && best.is_none_or(|(b, _)| bytes > b) {
             best = Some((bytes, i));
         }

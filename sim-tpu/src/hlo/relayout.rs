@@ -41,6 +41,13 @@ pub(super) fn copies_around(
         after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
     }
     before.extend(table);
+    if k.kind == KernelKind::Mxu {
+        for (x, passes) in super::conv_backward::strided_gradient_windows(g, &k.members) {
+            for _ in 0..passes {
+                before.push(relayout_kernel(g, x, sizer, chip, "window")?);
+            }
+        }
+    }
     after.extend(conv_output_relayout(g, k, sizer, chip)?);
     after.extend(rows);
     Ok((before, after))
@@ -168,7 +175,10 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
     }
     for &m in &k.members {
         let n = &g.nodes[m];
-        if n.class != OpClass::Convolution || rank(&n.ins.shape) < 4 {
+        if n.class != OpClass::Convolution
+            || rank(&n.ins.shape) < 4
+            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+        {
             continue;
         }
         let Some(&input) = n.operands.first() else { continue };

@@ -1,0 +1,184 @@
+//! A kernel (filter) gradient: a convolution whose window is larger than its output, as jax writes the gradient
+//! of a convolution's kernel (`x` with labels `f01b` against the output gradient `dy` as a `i01o` window, result
+//! `01bf` of the kernel's shape). The compiler keeps the whole small result on chip and streams the two large
+//! operands once, window by window, contracting over the batch and the positions of `dy` together: one product
+//! with `M` = the result's rows (its `b` dimension times its spatial size: input channels times kernel taps),
+//! `K` = the contracted batch times the window's positions, `N` = the output channels. The op model's convolution
+//! plan instead treats each of the thousands of window positions as a kernel tap of a narrow contraction and
+//! re-reads the window for every block of result rows.
+//!
+//! Evidence (compiler corpus, optimized modules): conv.001 (f32 x[55,112,112,125], 3x3) on v5e: the kernel
+//! gradient's kOutput fusion `f32[3,3,125,128]` iterates over `dy` windows (`kernel_window_bounds` 14x38,
+//! iteration bounds 8 x 3 x 7) with the result's window whole, 2,436,963 cycles, beside the forward convolution's
+//! 2,342,620 (the same FLOPs); tpusim's plan took 9,726,115, reading 707 MB at 73 B per cycle. The same on v4
+//! (+155% before) and v5p (+152%); on v6e the plan was MXU-bound (1,084,029 against 1,135,820) and stays so.
+
+use super::bytes::{dims_of, Sizer};
+use super::graph::{Graph, Node};
+use super::ops::OpClass;
+use super::HloError;
+use crate::tensorcore::cost::Residency;
+use crate::tensorcore::lower::MxuWork;
+
+/// A kernel gradient as the compiler runs it: the product the MXU computes, with every operand on chip, and the
+/// cycles it takes at least to stream its operands not already on chip once from HBM.
+#[derive(Clone, Debug, PartialEq)]
+pub(super) struct KernelGradient {
+    /// The product: `M` result rows, `K` contracted batch and window positions, `N` output channels.
+    pub work: MxuWork,
+    /// The operands' windows are fetched once, so the product's window plan moves nothing over HBM.
+    pub residency: Residency,
+    /// Cycles streaming the operands not `resident` (padded bytes) at `hbm_bytes_per_cycle`.
+    pub stream_cycles: f64,
+}
+
+/// Convolution `node` as a kernel gradient ([`KernelGradient`]) when its window (the right operand's spatial
+/// size) has more positions than its output's spatial size; `None` otherwise. `work` is the convolution's work
+/// as the op model sees it (rows `m` = batch times output positions, `k` = channels per group, `n` = output
+/// channels), `residency` which operands are already on chip.
+pub(super) fn kernel_gradient(
+    g: &Graph<'_>,
+    node: &Node<'_>,
+    work: &MxuWork,
+    residency: Residency,
+    sizer: &Sizer,
+    hbm_bytes_per_cycle: f64,
+) -> Result<Option<KernelGradient>, HloError> {
+    if node.class != OpClass::Convolution {
+        return Ok(None);
+    }
+    let Some(labels) = node.ins.attr("dim_labels") else {
+        return Ok(None);
+    };
+    let Some((_, rest)) = labels.split_once('_') else {
+        return Ok(None);
+    };
+    let Some((rhs_l, out_l)) = rest.split_once("->") else {
+        return Ok(None);
+    };
+    let (Some(&x), Some(&dy)) = (node.operands.first(), node.operands.get(1)) else {
+        return Ok(None);
+    };
+    let spatial = |labels: &str, dims: &[u64]| -> u64 {
+        labels
+            .char_indices()
+            .filter(|(_, c)| c.is_ascii_digit())
+            .map(|(i, _)| dims.get(i).copied().unwrap_or(1))
+            .fold(1u64, |a, d| a.saturating_mul(d))
+    };
+    let window = spatial(rhs_l, &dims_of(&g.nodes[dy].ins.shape));
+    let out = spatial(out_l, &dims_of(&node.ins.shape));
+    if window <= out {
+        return Ok(None);
+    }
+    let mut bytes = 0u64;
+    for (o, resident) in [(x, residency.lhs), (dy, residency.rhs)] {
+        if !resident {
+            bytes = bytes.saturating_add(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
+        }
+    }
+    let product = MxuWork {
+        batch: 1,
+        m: work.m,
+        k: work.k.saturating_mul(window),
+        n: work.n,
+        taps_h: 1,
+        taps_w: 1,
+        dtype: work.dtype,
+        out_bits: work.out_bits,
+        conv: false,
+    };
+    Ok(Some(KernelGradient {
+        work: product,
+        residency: Residency {
+            lhs: true,
+            rhs: true,
+            out: residency.out,
+        },
+        stream_cycles: bytes as f64 / hbm_bytes_per_cycle.max(1e-9),
+    }))
+}
+
+/// Largest batch that does not fill the rows of one (8, 128) tile.
+const MAX_UNTILED_BATCH: u64 = 7;
+
+/// Passes over the input per kernel column of a strided kernel gradient with a small batch
+/// ([`strided_gradient_windows`]): one fusion materialising the column's shifted stride-phase window (pad, iota
+/// mask, select), one dynamic-update-slice writing it into the stacked array.
+const PASSES_PER_KERNEL_COLUMN: u64 = 2;
+
+/// Convolution `node` when it is a kernel gradient ([`kernel_gradient`]'s condition) of a strided convolution (a
+/// window dilation above 1: the forward stride) over a batch below one sublane tile (the left operand's `f`
+/// dimension, the forward batch, at most 7): its input and its kernel's width (the result's second spatial
+/// dimension).
+fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<(usize, u64)> {
+    if node.class != OpClass::Convolution {
+        return None;
+    }
+    let labels = node.ins.attr("dim_labels")?;
+    let (lhs_l, rest) = labels.split_once('_')?;
+    let (rhs_l, out_l) = rest.split_once("->")?;
+    let (&x, &dy) = (node.operands.first()?, node.operands.get(1)?);
+    let digits = |l: &str| -> Vec<usize> {
+        l.char_indices()
+            .filter(|(_, c)| c.is_ascii_digit())
+            .map(|(i, _)| i)
+            .collect()
+    };
+    let od = dims_of(&node.ins.shape);
+    let rd = dims_of(&g.nodes[dy].ins.shape);
+    let product = |dims: &[u64], at: &[usize]| at.iter().map(|&i| dims.get(i).copied().unwrap_or(1)).product::<u64>();
+    let out_pos = digits(out_l);
+    if product(&rd, &digits(rhs_l)) <= product(&od, &out_pos) {
+        return None;
+    }
+    let dilated = node
+        .ins
+        .attr("window")
+        .and_then(|w| {
+            w.split_whitespace().find_map(|f| {
+                f.trim_matches(|c| c == '{' || c == '}')
+                    .strip_prefix("rhs_dilate=")
+                    .map(str::to_string)
+            })
+        })
+        .is_some_and(|d| d.split('x').any(|s| s.parse::<u64>().is_ok_and(|v| v > 1)));
+    let batch = lhs_l
+        .find('f')
+        .and_then(|i| dims_of(&g.nodes[x].ins.shape).get(i).copied())?;
+    if !dilated || batch > MAX_UNTILED_BATCH {
+        return None;
+    }
+    let width = out_pos.last().and_then(|&i| od.get(i)).copied().unwrap_or(1).max(1);
+    Some((x, width))
+}
+
+/// Whether convolution `node` is a kernel gradient of a strided convolution over a small batch, which
+/// [`strided_gradient_windows`] windows (so the small-batch input copies of `relayout` do not apply to it).
+pub(super) fn is_strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> bool {
+    strided_small_batch_gradient(g, node).is_some()
+}
+
+/// The input windows the compiler builds for a kernel gradient of a strided convolution over a batch below one
+/// sublane tile: per column of the kernel, a fusion materialising that column's shifted stride-phase window of
+/// the input and a dynamic-update-slice stacking it, each a pass over an array of the input's size
+/// ([`PASSES_PER_KERNEL_COLUMN`]). Returns the input node and the number of passes, for each such convolution
+/// of MXU kernel `k`.
+///
+/// Evidence (compiler corpus, optimized modules, fit records): conv.029 on v5e (f32 x[2,65,65,301], 3x3 stride 2):
+/// besides the two convolution fusions (41,682 cycles) the input goes through a pad fusion into stride phases
+/// (`bf16[65,2,80,301]`, 215,917 cycles), copies and slice fusions of the phases (`bf16[65,2,8,10,301]`, 88,341
+/// each) and two iota-mask fusions of `bf16[65,16,10,301,1]` (60,881, 59,208): about 800,000 cycles, 2.4 of
+/// tpusim's input relayouts (86,701) per kernel column; conv.014 (bf16 N 2, 7x7 stride 2, 6 channels): seven
+/// `constant_dynamic-update-slice_fusion`s of `bf16[224,16,30,6,7]` (97,383 each), one per kernel column, each
+/// after a shifted slice and copy of the input. Confirmed on held-out conv.002 (bf16 N 1, 7x7 stride 2): seven
+/// dynamic-update-slice fusions of `bf16[65,8,10,76,7]` and seven pad-and-mask fusions, 11,559-11,846 cycles
+/// each, against 14,394 for tpusim's input relayout. Absent with a batch of 8 or more (resnet_block.021, N 19;
+/// .027, N 45: only the convolutions and the batch-norm passes).
+pub(super) fn strided_gradient_windows(g: &Graph<'_>, members: &[usize]) -> Vec<(usize, u64)> {
+    members
+        .iter()
+        .filter_map(|&m| strided_small_batch_gradient(g, &g.nodes[m]))
+        .map(|(x, width)| (x, width.saturating_mul(PASSES_PER_KERNEL_COLUMN)))
+        .collect()
+}

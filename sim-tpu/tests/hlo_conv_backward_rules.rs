@@ -1,0 +1,174 @@
+//! `tpusim hlo` rules for kernel gradients, strided convolutions and the prefetch of convolution activations,
+//! read off the compiler corpus's optimized modules (`hlo::conv_backward`, `hlo::conv_strided`,
+//! `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels, bytes and cycles worked
+//! out in the test.
+
+use sim_tpu::hlo::{cost_module, hlo_params, HloModule, HloParams, KernelCost, KernelKind, ModuleCost};
+use sim_tpu::tensorcore::cost::{plan_mxu_resident, Residency};
+use sim_tpu::tensorcore::lower::MxuWork;
+use sim_tpu::tensorcore::ChipModel;
+use sim_tpu::tensorcore::Dtype;
+
+fn cost_on(text: &str, chip: &str) -> ModuleCost {
+    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
+}
+
+fn params(chip: &str) -> HloParams {
+    hlo_params().into_iter().find(|h| h.name == chip).unwrap()
+}
+
+fn mxu_kernel(c: &ModuleCost) -> &KernelCost {
+    let mxu: Vec<&KernelCost> = c.kernels.iter().filter(|k| k.kind == KernelKind::Mxu).collect();
+    assert_eq!(
+        mxu.len(),
+        1,
+        "{:?}",
+        c.kernels.iter().map(|k| &k.name).collect::<Vec<_>>()
+    );
+    mxu[0]
+}
+
+/// The launch an MXU kernel pays: the op model's MXU launch scaled by the fitted launch factor.
+fn mxu_launch(model: &ChipModel, hp: &HloParams) -> u64 {
+    (model.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0))
+        .max(0.0)
+        .round() as u64
+}
+
+/// A kernel gradient as jax writes it: `x` (bf16[16,128,128,128], labels `f01b`: the batch 16 is contracted) against
+/// the output gradient `dy` (bf16[16,128,128,128] as a 128 x 128 window), result bf16[3,3,128,128]. The compiler
+/// runs one product, M = 128 channels x 9 taps = 1,152 rows, K = 16 x 128 x 128 = 262,144 (batch and window
+/// positions), N = 128, with every operand window fetched once; the kernel takes the longer of that product's MXU
+/// work (nothing over HBM) and streaming the operands not on chip at the HBM rate.
+/// - tpu7x (prefetch budget 32 MiB): `x` and `dy` are 33,554,432 B each, both streamed: 67,108,864 B.
+/// - v5e (budget 112 MiB): `dy` (the weight side) is prefetched on chip; `x`, a convolution activation over 32 MiB,
+///   is not (`conv_prefetch`): 33,554,432 B streamed.
+#[test]
+fn a_kernel_gradient_is_one_product_streaming_its_operands_once() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[16,128,128,128]{3,2,1,0} parameter(0)\n  \
+        dy = bf16[16,128,128,128]{3,2,1,0} parameter(1)\n  \
+        ROOT g = bf16[3,3,128,128]{3,2,1,0} convolution(x, dy), window={size=128x128 pad=1_1x1_1}, \
+        dim_labels=f01b_i01o->01bf\n}\n";
+    let operand = 16u64 * 128 * 128 * 128 * 2;
+    for (chip, streamed) in [("tpu7x", 2 * operand), ("v5e", operand)] {
+        let model = ChipModel::preset(chip).unwrap();
+        let hp = params(chip);
+        let product = MxuWork {
+            batch: 1,
+            m: 128 * 9,
+            k: 16 * 128 * 128,
+            n: 128,
+            taps_h: 1,
+            taps_w: 1,
+            dtype: Dtype::Bfloat16,
+            out_bits: 16,
+            conv: false,
+        };
+        // The MXU kernel's epilogue runs at the op model's rates scaled by the fitted epilogue factor.
+        let mut fused = model.clone();
+        let f = hp.mxu_epilogue_factor.clamp(0.0, 1.0);
+        fused.params.mm_out_16bit *= f;
+        fused.params.mm_out_32bit *= f;
+        fused.params.mm_acc_32bit *= f;
+        let on_chip = Residency {
+            lhs: true,
+            rhs: true,
+            out: false,
+        };
+        let compute = plan_mxu_resident(&product, &fused, on_chip).body_cycles;
+        let stream = streamed as f64 / hp.hbm_bytes_per_cycle;
+        let c = cost_on(text, chip);
+        let k = mxu_kernel(&c);
+        assert_eq!(k.flops, 2 * 1152 * 262_144 * 128, "{chip}");
+        assert_eq!(
+            k.cycles,
+            mxu_launch(&model, &hp) + compute.max(stream).round() as u64,
+            "{chip}: compute {compute:.0}, stream {stream:.0}"
+        );
+        // The 128-channel result fills the sublanes: no copy out; nothing else runs.
+        assert_eq!(c.kernels.len(), 1, "{chip}");
+    }
+}
+
+/// The kernel gradient of a stride-2 3x3 convolution over a batch of 2: `x` bf16[2,32,32,128], `dy`
+/// bf16[2,16,16,128] as a 16 x 16 window dilated by 2 (`pad=0_1`: 32 + 1 - 31 + 1 = 3 output positions). The
+/// compiler builds the input's windows column by column of the kernel: 3 columns x 2 passes (the shifted
+/// stride-phase window, its dynamic-update-slice) = 6 copies of `x` (524,288 B, aligned: 2 x 32 x 32 x 128 x 2),
+/// each reading and writing it, before the convolution. With a batch of 8, or without the dilation (a stride-1
+/// gradient), there are none; and the small-batch input copies (`relayout`, a forward convolution's) never apply
+/// to a gradient.
+#[test]
+fn a_strided_small_batch_kernel_gradient_windows_its_input_per_kernel_column() {
+    let module = |n: u64, dilate: &str| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = bf16[{n},32,32,128]{{3,2,1,0}} parameter(0)\n  \
+             dy = bf16[{n},16,16,128]{{3,2,1,0}} parameter(1)\n  \
+             ROOT g = bf16[3,3,128,128]{{3,2,1,0}} convolution(x, dy), window={{size=16x16 pad=0_1x0_1{dilate}}}, \
+             dim_labels=f01b_i01o->01bf\n}}\n"
+        )
+    };
+    for chip in ["v5e", "v6e", "v4"] {
+        let c = cost_on(&module(2, " rhs_dilate=2x2"), chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        let windows: Vec<&KernelCost> = c.kernels.iter().filter(|k| k.name.starts_with("x.window")).collect();
+        assert_eq!(windows.len(), 6, "{chip}: {names:?}");
+        assert_eq!(c.kernels.len(), 7, "{chip}: {names:?}");
+        assert_eq!(
+            c.kernels[6].kind,
+            KernelKind::Mxu,
+            "{chip}: the windows come first: {names:?}"
+        );
+        for w in &windows {
+            assert_eq!(w.hbm_bytes, 2 * 524_288, "{chip}");
+            assert_eq!(w.cycles, windows[0].cycles, "{chip}");
+            assert!(w.cycles > 0, "{chip}");
+        }
+        for (n, dilate) in [(8, " rhs_dilate=2x2"), (2, "")] {
+            let c = cost_on(&module(n, dilate), chip);
+            let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+            assert_eq!(names, ["g"], "{chip}, batch {n}{dilate}");
+        }
+    }
+}
+
+/// A strided convolution reads its whole input: a 1x1 stride-2 convolution of `x` bf16[40,64,64,256]
+/// (83,886,080 B, aligned: over every chip's prefetch budget and over 32 MiB) into bf16[40,32,32,128] on v4 takes at
+/// least the input's bytes at the HBM rate, 83,886,080 / `hbm_bytes_per_cycle` (178,533 cycles at v4's 469.856),
+/// after the launch; the window plan, counting only the subsampled quarter of the input, is shorter. The
+/// batch of 40 fills the sublanes: no copies around it.
+#[test]
+fn a_strided_convolution_streams_its_whole_input() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[40,64,64,256]{3,2,1,0} parameter(0)\n  \
+        w = bf16[1,1,256,128]{3,2,1,0} parameter(1)\n  \
+        ROOT y = bf16[40,32,32,128]{3,2,1,0} convolution(x, w), window={size=1x1 stride=2x2}, \
+        dim_labels=b01f_01io->b01f\n}\n";
+    let chip = "v4";
+    let model = ChipModel::preset(chip).unwrap();
+    let hp = params(chip);
+    let c = cost_on(text, chip);
+    assert_eq!(c.kernels.len(), 1);
+    let floor = 83_886_080f64 / hp.hbm_bytes_per_cycle;
+    assert_eq!(c.kernels[0].cycles, mxu_launch(&model, &hp) + floor.round() as u64);
+}
+
+/// A convolution activation is prefetched on chip up to 32 MiB and no further (`conv_prefetch`): on v5e (budget
+/// 112 MiB) a 1x1 convolution of `x` bf16[16,64,64,256] (exactly 33,554,432 B) with `w` bf16[1,1,256,256]
+/// (131,072 B) reads `w` and writes the 33,554,432-byte result over HBM, `x` being on chip; with a batch of 17
+/// (35,651,584 B) `x` is read over HBM too, and the weight is prefetched instead.
+#[test]
+fn a_convolution_activation_over_32_mib_is_not_prefetched() {
+    let module = |n: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = bf16[{n},64,64,256]{{3,2,1,0}} parameter(0)\n  \
+             w = bf16[1,1,256,256]{{3,2,1,0}} parameter(1)\n  \
+             ROOT y = bf16[{n},64,64,256]{{3,2,1,0}} convolution(x, w), window={{size=1x1}}, \
+             dim_labels=b01f_01io->b01f\n}}\n"
+        )
+    };
+    let at_limit = cost_on(&module(16), "v5e");
+    let k = mxu_kernel(&at_limit);
+    assert_eq!(k.hbm_bytes, 131_072 + 33_554_432);
+    let over = cost_on(&module(17), "v5e");
+    let k = mxu_kernel(&over);
+    assert_eq!(k.hbm_bytes, 35_651_584 + 35_651_584);
+}
