@@ -87,3 +87,38 @@ fn an_f32_move_that_keeps_the_padded_bytes_is_a_bitcast() {
         }
     }
 }
+
+/// A decode-style matmul whose weight the compiler lays out contracting-dim minor: bf16 [8,5499] x [5499,3157]
+/// (corpus program decode_matmul.007). Row-major the weight pads to 5,504 x 3,200 elements (rows to 16, lanes to
+/// 128), column-major to 3,168 x 5,504, fewer, so its entry layout is `{0,1}`: K in the lanes. Every 128 x 128
+/// block then passes the transpose unit before it enters an MXU: 43 x 25 = 1,075 blocks, spread over the chip's
+/// MXUs at the op model's `mxu_weight_transpose_cycles` each, a floor under the kernel (v4: 4 MXUs). The
+/// compiler's estimate on v4 is 38,378 cycles; the default layout's window plan gave 19,444. The same product
+/// with the weight row-major ([3157,5499] contracted on its lanes is K-minor too, so the control is K-major:
+/// bf16 [8,3157] x [3157,5499], row-major 3,168 x 5,504 against column-major 5,504 x 3,200) has no such floor.
+#[test]
+fn a_contracting_minor_weight_is_paced_by_the_transpose_unit() {
+    let chip = ChipModel::preset("v4").unwrap();
+    let (width, count) = (chip.mxu.width as u64, chip.mxu.count as f64);
+    assert_eq!(width, 128, "the blocks below are 128 x 128");
+    let blocks = (5499u64.div_ceil(128) * 3157u64.div_ceil(128)) as f64;
+    let floor = blocks * chip.params.mxu_weight_transpose_cycles / count;
+    let k_minor = cost_on(
+        &dot("bf16[8,5499]{1,0}", "bf16[5499,3157]{1,0}", "bf16[8,3157]{1,0}"),
+        "v4",
+    );
+    let total = k_minor.total_cycles as f64;
+    assert!(
+        total >= floor && total <= 38_378.0 * 1.1,
+        "v4: {total} cycles, expected at least the transpose unit's {floor} and near the compiler's 38,378"
+    );
+    let k_major = cost_on(
+        &dot("bf16[8,3157]{1,0}", "bf16[3157,5499]{1,0}", "bf16[8,5499]{1,0}"),
+        "v4",
+    );
+    assert!(
+        (k_major.total_cycles as f64) < floor,
+        "v4: the K-major twin costs {}, the transpose floor is {floor}",
+        k_major.total_cycles
+    );
+}

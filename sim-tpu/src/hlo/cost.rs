@@ -1,4 +1,4 @@
-//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu_resident`]:
+//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu_layout`]:
 //! passes on padded tiles, DMA of windows, epilogue; operands and results the temp model places in VMEM are not
 //! streamed from or to HBM), VPU kernels at its per-class rates on padded elements, HBM traffic on
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
@@ -23,7 +23,8 @@ use super::loops;
 use super::ops::OpClass;
 use super::{HloError, HloModule};
 use crate::tensorcore::cost::time_kernel;
-use crate::tensorcore::cost::{plan_mxu_resident, Residency};
+use crate::tensorcore::cost::{plan_mxu_layout, Residency};
+use crate::tensorcore::lower::MxuLayout;
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
@@ -616,6 +617,8 @@ struct MxuPass {
     residency: Residency,
     /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
     spill: f64,
+    /// Its stationary operand's layout ([`super::mxu_layout`]).
+    layout: MxuLayout,
 }
 
 /// Dot or convolution `m` of MXU kernel `k` as its window plan will run it, with its FLOPs.
@@ -644,8 +647,16 @@ fn mxu_pass(
         out: stays,
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    let m = w.0.m;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
-    let pass = MxuPass { work, residency, spill };
+    let transposed = work.m != m;
+    let layout = super::mxu_layout::stationary_layout(g, node, work.batch, transposed, sizer)?;
+    let pass = MxuPass {
+        work,
+        residency,
+        spill,
+        layout,
+    };
     Ok((pass, w.1))
 }
 
@@ -677,7 +688,7 @@ fn mxu_body(
     let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
     let mut longest = 0.0;
     for pass in mxu {
-        let plan = plan_mxu_resident(&pass.work, &fused, pass.residency);
+        let plan = plan_mxu_layout(&pass.work, &fused, pass.residency, pass.layout);
         // The window plan writes no result kept in VMEM (`Residency::out`), so the plan it picks is the
         // best one without that traffic; never below streaming the operands that cannot be on chip.
         let body = plan.body_cycles.max(pass.spill);

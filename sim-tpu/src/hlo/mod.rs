@@ -30,6 +30,7 @@ mod inplace;
 pub mod ir;
 pub mod loops;
 mod matvec;
+mod mxu_layout;
 mod operand_prefetch;
 pub mod ops;
 pub mod parse;
