@@ -122,3 +122,32 @@ fn a_contracting_minor_weight_is_paced_by_the_transpose_unit() {
         k_major.total_cycles
     );
 }
+
+/// A residual added in a matmul's epilogue is read from HBM by the epilogue: f32 [4096,256] x [256,1024] plus a
+/// [4096,1024] parameter `z` is one MXU kernel, and costs the same kernel with the result added to itself plus
+/// `z`'s 4096 x 1024 x 4 = 16,777,216 bytes at the chip's fitted HBM rate (`hbm_bytes_per_cycle`): `z` is read
+/// by no dot, so neither prefetch puts it on chip. (dcn_cross.013 on v6e: the compiler's one kernel reads its x0
+/// once for the dot and once for the epilogue, 227,980 cycles, 1.26 times the HBM time of the three transfers.)
+#[test]
+fn an_epilogue_reads_its_residual_from_hbm() {
+    let module = |root: &str, extra: &str| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = f32[4096,256]{{1,0}} parameter(0)\n  \
+             w = f32[256,1024]{{1,0}} parameter(1)\n{extra}  \
+             d = f32[4096,1024]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+             ROOT r = f32[4096,1024]{{1,0}} add({root})\n}}\n"
+        )
+    };
+    let with = module("d, z", "  z = f32[4096,1024]{1,0} parameter(2)\n");
+    let without = module("d, d", "");
+    for chip in ["v5e", "v6e"] {
+        let (a, b) = (cost_on(&with, chip), cost_on(&without, chip));
+        assert_eq!((a.kernels.len(), b.kernels.len()), (1, 1), "{chip}: {:#?}", a.kernels);
+        let expected = 16_777_216.0 / params(chip).hbm_bytes_per_cycle;
+        let added = a.total_cycles as f64 - b.total_cycles as f64;
+        assert!(
+            (added - expected).abs() <= 1.0,
+            "{chip}: the residual adds {added} cycles, expected {expected}"
+        );
+    }
+}

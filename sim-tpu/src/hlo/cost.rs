@@ -712,6 +712,7 @@ fn mxu_body(
             epi = epi.saturating_add(sizer.shape(&g.nodes[written].ins.shape)?.padded_bytes);
         }
     }
+    let epi = epi.saturating_add(super::epilogue_inputs::epilogue_input_bytes(g, k, sizer, in_vmem)?);
     let epi = epi as f64 / bw;
     // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
     let body = f64::max(mxu_body, vpu) + epi;

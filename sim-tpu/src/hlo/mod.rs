@@ -23,6 +23,7 @@ pub mod bytes;
 pub mod collective;
 pub mod corpus;
 pub mod cost;
+mod epilogue_inputs;
 mod epilogue_reduce;
 pub mod fusion;
 pub mod graph;
