@@ -20,11 +20,12 @@ fn gunzip(path: &PathBuf) -> String {
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
 /// corpus's random fit split and the reference sample's; README "Generalization"): 14.2 % median and 60.0 % p90 on
 /// 366 records with this stop's rules (convolution batch-norm passes and epilogue sums, row statistics, epilogue
-/// reductions, softmax passes, operand prefetch), from 17.4 % and 71.1 % before them; a little room for the corpus
-/// to grow: a rule or constant change that makes unseen programs worse fails here. (The goals are 15 % and
-/// 40 % per chip; the p90 is not met.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.16;
-const HELDOUT_P90_MAX: f64 = 0.66;
+/// reductions, softmax passes, operand prefetch), from 17.4 % and 71.1 % before them; 13.6 % and 50.2 % with the
+/// skinny-matmul rules (`hlo::matvec` relayouts, `hlo::mxu_layout`, `hlo::epilogue_inputs`) and refit; a little
+/// room for the corpus to grow: a rule or constant change that makes unseen programs worse fails here. (The issue's
+/// goals are 15 % and 40 % per chip; the p90 is not met.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.15;
+const HELDOUT_P90_MAX: f64 = 0.56;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 /// v5p's temp median is 27.7 % (70.0 % before the convolution copies' temporaries in `hlo::relayout`, the 16 KiB
