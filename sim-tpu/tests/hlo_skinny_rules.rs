@@ -99,7 +99,7 @@ fn an_f32_move_that_keeps_the_padded_bytes_is_a_bitcast() {
 #[test]
 fn a_contracting_minor_weight_is_paced_by_the_transpose_unit() {
     let chip = ChipModel::preset("v4").unwrap();
-    let (width, count) = (chip.mxu.width as u64, chip.mxu.count as f64);
+    let (width, count) = (chip.mxu.width, chip.mxu.count as f64);
     assert_eq!(width, 128, "the blocks below are 128 x 128");
     let blocks = (5499u64.div_ceil(128) * 3157u64.div_ceil(128)) as f64;
     let floor = blocks * chip.params.mxu_weight_transpose_cycles / count;
