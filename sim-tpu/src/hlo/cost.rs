@@ -1,4 +1,4 @@
-//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu_resident`]:
+//! Costing kernels with the TensorCore model: MXU kernels through its window search ([`plan_mxu_layout`]:
 //! passes on padded tiles, DMA of windows, epilogue; operands and results the temp model places in VMEM are not
 //! streamed from or to HBM), VPU kernels at its per-class rates on padded elements, HBM traffic on
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
@@ -23,7 +23,8 @@ use super::loops;
 use super::ops::OpClass;
 use super::{HloError, HloModule};
 use crate::tensorcore::cost::time_kernel;
-use crate::tensorcore::cost::{plan_mxu_resident, Residency};
+use crate::tensorcore::cost::{plan_mxu_layout, Residency};
+use crate::tensorcore::lower::MxuLayout;
 use crate::tensorcore::lower::{Kernel, MxuWork, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::{Bound, ChipModel, Dtype};
 
@@ -546,7 +547,7 @@ fn cost_kernel(
         .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
     if let (Some(dot), [MxuPass { work: w, .. }]) = (dot, mxu.as_slice()) {
         let b = (in_bytes, out_bytes, unpadded);
-        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip)? {
+        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip, hp)? {
             return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
         }
     }
@@ -616,6 +617,8 @@ struct MxuPass {
     residency: Residency,
     /// Cycles it spends at least streaming operands too large for on-chip memory ([`super::spill`]).
     spill: f64,
+    /// Its stationary operand's layout ([`super::mxu_layout`]).
+    layout: MxuLayout,
 }
 
 /// Dot or convolution `m` of MXU kernel `k` as its window plan will run it, with its FLOPs.
@@ -651,14 +654,23 @@ fn mxu_pass(
             work: kg.work,
             residency: kg.residency,
             spill,
+            layout: MxuLayout::default(),
         };
         return Ok((pass, w.1));
     }
     // A strided convolution reads its whole input ([`super::conv_strided`]).
     let strided = super::conv_strided::strided_input_cycles(g, node, residency.lhs, sizer, hp.hbm_bytes_per_cycle)?;
     let spill = spill.max(strided);
+    let m = w.0.m;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
-    let pass = MxuPass { work, residency, spill };
+    let transposed = work.m != m;
+    let layout = super::mxu_layout::stationary_layout(g, node, work.batch, transposed, sizer)?;
+    let pass = MxuPass {
+        work,
+        residency,
+        spill,
+        layout,
+    };
     Ok((pass, w.1))
 }
 
@@ -690,7 +702,7 @@ fn mxu_body(
     let (mut mxu_body, mut vmem, mut bound) = (0.0, 0, Bound::Mxu);
     let mut longest = 0.0;
     for pass in mxu {
-        let plan = plan_mxu_resident(&pass.work, &fused, pass.residency);
+        let plan = plan_mxu_layout(&pass.work, &fused, pass.residency, pass.layout);
         // The window plan writes no result kept in VMEM (`Residency::out`), so the plan it picks is the
         // best one without that traffic; never below streaming the operands that cannot be on chip.
         let body = plan.body_cycles.max(pass.spill);
@@ -714,6 +726,7 @@ fn mxu_body(
             epi = epi.saturating_add(sizer.shape(&g.nodes[written].ins.shape)?.padded_bytes);
         }
     }
+    let epi = epi.saturating_add(super::epilogue_inputs::epilogue_input_bytes(g, k, sizer, in_vmem)?);
     let epi = epi as f64 / bw;
     // The compiler adds that traffic to the kernel's compute rather than hiding it under it.
     let body = f64::max(mxu_body, vpu) + epi;
