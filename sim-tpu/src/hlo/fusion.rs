@@ -79,11 +79,14 @@ pub struct Group {
 }
 
 fn pass_through(class: OpClass, opcode: &str) -> bool {
-    // Free ops that forward a value (a tuple that is not the root forwards its operands).
+    // Free ops that forward a value (a tuple that is not the root forwards its operands; a reduction over unit
+    // dimensions and the reshape before it, free, forward its input: `super::unit_reduce`).
     class == OpClass::Free
         && matches!(
             opcode,
             "get-tuple-element"
+                | "reduce"
+                | "reshape"
                 | "bitcast"
                 | "copy-done"
                 | "copy-start"

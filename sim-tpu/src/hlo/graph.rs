@@ -53,6 +53,7 @@ impl<'m> Graph<'m> {
                 nodes[i].class = OpClass::Elementwise;
             }
         }
+        super::unit_reduce::mark_free(&mut nodes);
         let mut users = vec![Vec::new(); nodes.len()];
         for (i, n) in nodes.iter().enumerate() {
             for &o in &n.operands {
@@ -74,14 +75,18 @@ impl<'m> Graph<'m> {
         node.ins.tuple_index()
     }
 
-    /// The nodes the entry returns: the root, or the operands of a root tuple.
+    /// The nodes the entry returns: the root, or the operands of a root tuple (the value a free unit reduction
+    /// forwards, for one of those).
     pub fn outputs(&self) -> Vec<usize> {
         let r = &self.nodes[self.root];
-        if r.ins.opcode == "tuple" {
+        let outs = if r.ins.opcode == "tuple" {
             r.operands.clone()
         } else {
             vec![self.root]
-        }
+        };
+        outs.into_iter()
+            .map(|o| super::unit_reduce::forwarded(&self.nodes, o))
+            .collect()
     }
 }
 

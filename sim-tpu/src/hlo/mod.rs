@@ -23,6 +23,7 @@ pub mod bytes;
 pub mod collective;
 pub mod corpus;
 pub mod cost;
+mod cross_lane;
 mod epilogue_reduce;
 pub mod fusion;
 pub mod graph;
@@ -45,6 +46,7 @@ pub mod score;
 pub mod sharding;
 mod spill;
 pub mod spmd;
+mod unit_reduce;
 mod vmem_copy;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
