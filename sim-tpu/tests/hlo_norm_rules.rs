@@ -32,7 +32,11 @@ fn a_reduction_over_unit_dimensions_is_free() {
     let without = cost_module(&HloModule::parse(&bias_gradient(false)).unwrap(), &chip).unwrap();
     assert_eq!(with.kernels.len(), 1, "{:?}", with.kernels);
     assert_eq!(with.kernels[0].kind, KernelKind::Reduce);
-    assert_eq!(with.kernels[0].hbm_bytes, without.kernels[0].hbm_bytes, "{:?} {:?}", with.kernels, without.kernels);
+    assert_eq!(
+        with.kernels[0].hbm_bytes, without.kernels[0].hbm_bytes,
+        "{:?} {:?}",
+        with.kernels, without.kernels
+    );
     assert_eq!(with.kernels[0].hbm_bytes, 256 * 1024 * 4 + 1024 * 4);
     assert_eq!(with.total_cycles, without.total_cycles);
 }
@@ -134,12 +138,22 @@ fn a_short_row_statistic_gets_its_own_kernel() {
     kinds.sort_by_key(|k| format!("{k:?}"));
     assert_eq!(
         kinds,
-        [KernelKind::Loop, KernelKind::Loop, KernelKind::Loop, KernelKind::Reduce, KernelKind::Reduce],
+        [
+            KernelKind::Loop,
+            KernelKind::Loop,
+            KernelKind::Loop,
+            KernelKind::Reduce,
+            KernelKind::Reduce
+        ],
         "{:?}",
         c.kernels
     );
     // The small kernels read and write only their vectors (12 f32 padded to a 128-lane tile: 512 B each way).
-    let own = |name: &str| c.kernels.iter().find(|k| k.instructions.iter().any(|i| i == name) && k.instructions.len() <= 6);
+    let own = |name: &str| {
+        c.kernels
+            .iter()
+            .find(|k| k.instructions.iter().any(|i| i == name) && k.instructions.len() <= 6)
+    };
     for name in ["mean", "r"] {
         let k = own(name).unwrap_or_else(|| panic!("no kernel of its own for {name}: {:?}", c.kernels));
         assert!(k.hbm_bytes <= 1024, "{k:?}");

@@ -62,9 +62,10 @@ fn is_unit_reduce(nodes: &[Node<'_>], i: usize) -> bool {
 /// Elements of an array shape; `None` for a tuple or a dynamic dimension without a bound.
 fn elements(s: &Shape) -> Option<u64> {
     match s {
-        Shape::Array(a) => a.dims.iter().try_fold(1u64, |acc, d| {
-            acc.checked_mul(u64::try_from(d.upper_bound()?).ok()?)
-        }),
+        Shape::Array(a) => a
+            .dims
+            .iter()
+            .try_fold(1u64, |acc, d| acc.checked_mul(u64::try_from(d.upper_bound()?).ok()?)),
         _ => None,
     }
 }
