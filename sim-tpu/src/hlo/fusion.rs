@@ -80,7 +80,7 @@ pub struct Group {
 
 fn pass_through(class: OpClass, opcode: &str) -> bool {
     // Free ops that forward a value (a tuple that is not the root forwards its operands; a reduction over unit
-    // dimensions and the reshape before it, free, forward its input: `super::unit_reduce`).
+    // dimensions and the reshape before it, free, forward its input: `super::graph`).
     class == OpClass::Free
         && matches!(
             opcode,

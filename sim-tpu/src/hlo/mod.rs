@@ -46,7 +46,6 @@ pub mod score;
 pub mod sharding;
 mod spill;
 pub mod spmd;
-mod unit_reduce;
 mod vmem_copy;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
