@@ -94,7 +94,7 @@ fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool, quick
         hp.mxu_fused_op_cycles = mo;
         let mut best = objective(recs, chip, &hp);
         for _round in 0..rounds {
-            for field in 0..6 {
+            for field in 0..7 {
                 let mut step = 2.0f64;
                 while step > finest {
                     let mut improved = false;
@@ -108,6 +108,8 @@ fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool, quick
                             3 if h.stream_block_cycles == 0.0 => h.stream_block_cycles = 0.25 * f,
                             3 => h.stream_block_cycles = (h.stream_block_cycles * f).clamp(0.0, 64.0),
                             4 => h.launch_factor = (h.launch_factor * f).clamp(0.2, 1.0),
+                            6 if h.row_block_cycles == 0.0 => h.row_block_cycles = 0.5 * f,
+                            6 => h.row_block_cycles = (h.row_block_cycles * f).clamp(0.0, 64.0),
                             _ => {
                                 let v = h.mxu_fused_op_cycles.unwrap_or(h.fused_op_cycles);
                                 h.mxu_fused_op_cycles = Some((v * f).clamp(0.05, 64.0));
@@ -141,6 +143,7 @@ fn rounded(mut hp: HloParams) -> HloParams {
     hp.launch_factor = (hp.launch_factor * 1000.0).round() / 1000.0;
     hp.mxu_fused_op_cycles = hp.mxu_fused_op_cycles.map(|v| (v * 1000.0).round() / 1000.0);
     hp.stream_block_cycles = (hp.stream_block_cycles * 1000.0).round() / 1000.0;
+    hp.row_block_cycles = (hp.row_block_cycles * 1000.0).round() / 1000.0;
     hp
 }
 

@@ -75,6 +75,11 @@ pub struct HloParams {
     /// already in vector registers, far cheaper than a loop fusion's op; fitted, `fused_op_cycles` when absent).
     #[serde(default)]
     pub mxu_fused_op_cycles: Option<f64>,
+    /// Cycles per 1024 padded elements of its largest array a loop or reduce kernel streaming from HBM adds for
+    /// row-wise work across the vector lanes, not hidden under its stream ([`super::cross_lane`]; fitted, 0 when
+    /// absent).
+    #[serde(default)]
+    pub row_block_cycles: f64,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -747,7 +752,8 @@ struct Blocks {
 
 /// The body of a loop or reduce kernel: its loop pipeline over the largest array (per block, plus per full-size
 /// array streamed) or its fused ops, whichever is longer, or only its vector work when nothing full-size is
-/// streamed from HBM; at least its HBM transfer `dma`. With what bounds it.
+/// streamed from HBM; at least its HBM transfer `dma`; plus its row-wise cross-lane work when it streams
+/// ([`super::cross_lane`]). With what bounds it.
 fn loop_body(
     g: &Graph<'_>,
     k: &Group,
@@ -784,7 +790,12 @@ fn loop_body(
     } else {
         vmem_resident_compute(blocks.ops, hp)
     };
-    let body = compute.max(dma);
+    let rows = if streamed && super::cross_lane::crosses_lanes(g, k) {
+        blocks.max * hp.row_block_cycles.max(0.0)
+    } else {
+        0.0
+    };
+    let body = compute.max(dma) + rows;
     let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
     (body, bound)
 }

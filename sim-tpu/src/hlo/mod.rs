@@ -26,6 +26,7 @@ mod conv_prefetch;
 mod conv_strided;
 pub mod corpus;
 pub mod cost;
+mod cross_lane;
 mod epilogue_inputs;
 mod epilogue_reduce;
 pub mod fusion;
