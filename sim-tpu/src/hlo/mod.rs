@@ -28,6 +28,7 @@ pub mod fusion;
 pub mod graph;
 mod inplace;
 pub mod ir;
+mod loop_state;
 pub mod loops;
 mod matvec;
 mod operand_prefetch;
