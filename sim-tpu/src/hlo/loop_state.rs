@@ -1,14 +1,16 @@
-//! Which elements of a `while` loop's state the compiler keeps on chip (VMEM, or CMEM on v4) for the whole
-//! loop, so the body's kernels read and write them there and move no HBM bytes for them.
+//! Which elements of a `while` loop's state the compiler keeps on chip (VMEM) for the whole loop, so the body's
+//! kernels read and write them there and move no HBM bytes for them.
 //!
 //! The rule, read off the `while` result shapes of the compiler corpus's optimized modules
 //! (`tools/corpus/loop_state.py` prints them for every record):
-//! - on a megacore chip without CMEM (v5p) the state stays in HBM (its two cores would both write it):
-//!   scan.003, scan.009, scan.011 on v5p put none of their stacked arrays on chip;
-//! - elsewhere the elements go on chip in tuple order while they fit half of the chip's larger on-chip memory
-//!   (a larger one is left in HBM and the next ones still tried): scan.014 (two bf16[121,1024,119] of 31.8 MB)
-//!   has both on chip on v4 (CMEM 128 MiB), v5e and v6e (VMEM 128 MiB), one on tpu7x (VMEM 64 MiB); scan.008's
-//!   two 950 MB arrays stay in HBM on every chip while its carry and weights go on chip;
+//! - on a megacore chip the state does not stay in VMEM: v5p (no CMEM) keeps scan.003's, scan.009's and
+//!   scan.011's stacked arrays in HBM; v4 puts them in CMEM (`S(3)`), which its kernels reach by DMA as they
+//!   reach HBM (counting CMEM state free moved every v4 scan record under the compiler: scan.018 from -0.39 to
+//!   -0.98, scan.003 from +0.27 to -0.32);
+//! - elsewhere the elements go on chip in tuple order while they fit half of the chip's VMEM (a larger one is
+//!   left in HBM and the next ones still tried): scan.014 (two bf16[121,1024,119] of 31.8 MB) has both in VMEM
+//!   on v5e and v6e (128 MiB), one on tpu7x (64 MiB); scan.008's two 950 MB arrays stay in HBM on every chip
+//!   while its carry and weights go on chip;
 //! - an element whose initial value is an entry parameter and which the body passes through unchanged stays
 //!   where the parameter is, in HBM (scan.011's and scan.015's f32 inputs `xs`, scan.000's bf16 inputs and
 //!   weights on v5e), unless it is f32 and reaches only matmuls: the compiler then writes a bf16 copy before the
@@ -29,8 +31,8 @@ use super::HloError;
 use crate::chips::Chip;
 use crate::tensorcore::ChipModel;
 
-/// Bytes of loop state the compiler keeps on chip: half of the chip's larger on-chip memory (VMEM or CMEM);
-/// none on a megacore chip without CMEM, or a chip without a preset (no evidence).
+/// Bytes of loop state the compiler keeps in VMEM: half of the chip's VMEM; none on a megacore chip, or a chip
+/// without a preset (no evidence).
 pub(super) fn state_budget(chip: &ChipModel) -> u64 {
     if chip.megacore {
         return 0;
@@ -147,5 +149,81 @@ pub(super) fn onchip_mxu_launch(onchip_launch: Option<f64>, hbm_launch: u64, row
     match onchip_launch {
         Some(c) if c >= 0.0 => (c.round() as u64).min(hbm_launch),
         _ => hbm_launch,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::HloModule;
+
+    /// A loop whose state is: 0 a counter; 1 a carry from a parameter, rewritten; 2 f32 weights from a
+    /// parameter, passed through, read only by the dot; 3 f32 inputs from a parameter, passed through, read by
+    /// an add; 4 a 40 MiB f32[80,128,1024] buffer (80 x 128 x 1024 x 4 bytes) from a broadcast, rewritten;
+    /// 5 a 16 MiB f32[32,128,1024] one, rewritten.
+    const LOOP: &str = r#"HloModule m
+
+body {
+  p = (s32[], f32[128,1024]{1,0}, f32[1024,1024]{1,0}, f32[128,1024]{1,0}, f32[80,128,1024]{2,1,0}, f32[32,128,1024]{2,1,0}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  h = f32[128,1024]{1,0} get-tuple-element(p), index=1
+  w = f32[1024,1024]{1,0} get-tuple-element(p), index=2
+  x = f32[128,1024]{1,0} get-tuple-element(p), index=3
+  big = f32[80,128,1024]{2,1,0} get-tuple-element(p), index=4
+  mid = f32[32,128,1024]{2,1,0} get-tuple-element(p), index=5
+  d = f32[128,1024]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}
+  t = f32[128,1024]{1,0} add(d, x)
+  big2 = f32[80,128,1024]{2,1,0} negate(big)
+  mid2 = f32[32,128,1024]{2,1,0} negate(mid)
+  ROOT out = (s32[], f32[128,1024]{1,0}, f32[1024,1024]{1,0}, f32[128,1024]{1,0}, f32[80,128,1024]{2,1,0}, f32[32,128,1024]{2,1,0}) tuple(i, t, w, x, big2, mid2)
+}
+
+ENTRY main {
+  s = s32[] constant(0)
+  h0 = f32[128,1024]{1,0} parameter(0)
+  w0 = f32[1024,1024]{1,0} parameter(1)
+  x0 = f32[128,1024]{1,0} parameter(2)
+  z = f32[] constant(0)
+  b0 = f32[80,128,1024]{2,1,0} broadcast(z), dimensions={}
+  m0 = f32[32,128,1024]{2,1,0} broadcast(z), dimensions={}
+  ROOT init = (s32[], f32[128,1024]{1,0}, f32[1024,1024]{1,0}, f32[128,1024]{1,0}, f32[80,128,1024]{2,1,0}, f32[32,128,1024]{2,1,0}) tuple(s, h0, w0, x0, b0, m0)
+}
+"#;
+
+    fn kept(chip: &str) -> Vec<usize> {
+        let m = HloModule::parse(LOOP).unwrap();
+        let outer = Graph::build(&m).unwrap();
+        let body = Graph::build_computation(&m, m.computation_index("body").unwrap()).unwrap();
+        let model = ChipModel::preset(chip).unwrap();
+        let sizer = Sizer::new(chip).unwrap();
+        on_chip_elements(&outer, outer.root, &body, &sizer, state_budget(&model))
+            .unwrap()
+            .into_iter()
+            .collect()
+    }
+
+    #[test]
+    fn state_goes_on_chip_in_tuple_order_within_half_the_vmem() {
+        // v5e, 64 MiB: counter, carry (512 KiB), weights (4 MiB), the 40 MiB and the 16 MiB buffers: 60.5 MiB;
+        // the f32 inputs passed through from a parameter stay in HBM.
+        assert_eq!(kept("v5e"), vec![0, 1, 2, 4, 5]);
+        // tpu7x, 32 MiB: the 40 MiB buffer is left in HBM, the 16 MiB one after it still fits.
+        assert_eq!(kept("tpu7x"), vec![0, 1, 2, 5]);
+    }
+
+    #[test]
+    fn megacore_chips_keep_loop_state_off_vmem() {
+        assert!(kept("v5p").is_empty());
+        assert!(kept("v4").is_empty());
+    }
+
+    #[test]
+    fn a_kernel_all_on_chip_pays_the_on_chip_launch_unless_it_is_a_vector_product() {
+        let v5e = ChipModel::preset("v5e").unwrap();
+        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 128, &v5e), 261);
+        assert_eq!(onchip_mxu_launch(Some(5_000.0), 3_153, 128, &v5e), 3_153);
+        assert_eq!(onchip_mxu_launch(None, 3_153, 128, &v5e), 3_153);
+        // Two rows: a vector loop fusion, at v5e's loop launch (1,812.7 rounded).
+        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 2, &v5e), 1_813);
     }
 }
