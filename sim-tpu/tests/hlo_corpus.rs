@@ -22,9 +22,10 @@ fn gunzip(path: &PathBuf) -> String {
 /// 366 records with this stop's rules (convolution batch-norm passes and epilogue sums, row statistics, epilogue
 /// reductions, softmax passes, operand prefetch), from 17.4 % and 71.1 % before them; a little room for the corpus
 /// to grow: a rule or constant change that makes unseen programs worse fails here. (The goals are 15 % and
-/// 40 % per chip; the p90 is not met.)
+/// 40 % per chip; the p90 is not met.) Loop state kept in VMEM (`hlo::loop_state`) then took them to 13.9 % and
+/// 52.2 %.
 const HELDOUT_MEDIAN_MAX: f64 = 0.16;
-const HELDOUT_P90_MAX: f64 = 0.66;
+const HELDOUT_P90_MAX: f64 = 0.57;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip but v5p.
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 /// v5p's temp median is 27.7 % (70.0 % before the convolution copies' temporaries in `hlo::relayout`, the 16 KiB
