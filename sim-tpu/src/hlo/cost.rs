@@ -603,7 +603,12 @@ fn cost_kernel(
             let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
             if all_on_chip(g, k, in_vmem, state) {
                 let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-                super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, chip)
+                super::loop_state::onchip_mxu_launch(
+                    hp.onchip_mxu_launch_cycles,
+                    hbm_launch,
+                    rows,
+                    loop_launch_cycles(chip),
+                )
             } else {
                 hbm_launch
             }

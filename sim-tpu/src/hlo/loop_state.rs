@@ -135,16 +135,17 @@ fn f32_only_into_matmuls(body: &Graph<'_>, i: usize) -> bool {
 /// Fixed cycles of an MXU kernel whose operands and results are all on chip: the chip's
 /// `onchip_mxu_launch_cycles` (the compiler's smallest MXU fusion estimate, read off the corpus), never more
 /// than `hbm_launch`, the launch of one streaming from HBM. A product with fewer than a sublane tile (8) of
-/// rows or columns (`rows`) the compiler emits as a vector loop fusion, which pays the loop launch.
+/// rows or columns (`rows`) the compiler emits as a vector loop fusion, which pays the loop launch
+/// (`loop_launch`).
 ///
 /// Evidence (compiler corpus, fit records): the smallest kOutput fusion estimates are v4 873, v5e 261, v5p
 /// 2,370, v6e 1,038, tpu7x 1,040 cycles (moe_routing and scan bodies on `S(1)`/`S(3)` operands), where the op
 /// model's MXU launch, fitted on kernels streaming from HBM, is 1,557, 3,153, 4,092, 1,999 and 2,049 in a
 /// program; scan.003's body dots (128x203x203) on v5e cost 360 each. scan.015's body dots (2x302x302, on
 /// `S(1)` operands) are one kLoop fusion of 2,152 cycles on v5e, at the loop launch (1,813).
-pub(super) fn onchip_mxu_launch(onchip_launch: Option<f64>, hbm_launch: u64, rows: u64, chip: &ChipModel) -> u64 {
+pub(super) fn onchip_mxu_launch(onchip_launch: Option<f64>, hbm_launch: u64, rows: u64, loop_launch: u64) -> u64 {
     if rows < 8 {
-        return super::cost::loop_launch_cycles(chip).min(hbm_launch);
+        return loop_launch.min(hbm_launch);
     }
     match onchip_launch {
         Some(c) if c >= 0.0 => (c.round() as u64).min(hbm_launch),
@@ -219,11 +220,11 @@ ENTRY main {
 
     #[test]
     fn a_kernel_all_on_chip_pays_the_on_chip_launch_unless_it_is_a_vector_product() {
-        let v5e = ChipModel::preset("v5e").unwrap();
-        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 128, &v5e), 261);
-        assert_eq!(onchip_mxu_launch(Some(5_000.0), 3_153, 128, &v5e), 3_153);
-        assert_eq!(onchip_mxu_launch(None, 3_153, 128, &v5e), 3_153);
-        // Two rows: a vector loop fusion, at v5e's loop launch (1,812.7 rounded).
-        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 2, &v5e), 1_813);
+        // v5e: on-chip launch 261, HBM launch 3,153, loop launch 1,813.
+        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 128, 1_813), 261);
+        assert_eq!(onchip_mxu_launch(Some(5_000.0), 3_153, 128, 1_813), 3_153);
+        assert_eq!(onchip_mxu_launch(None, 3_153, 128, 1_813), 3_153);
+        // Two rows: a vector loop fusion, at the loop launch.
+        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 2, 1_813), 1_813);
     }
 }
