@@ -599,20 +599,7 @@ fn cost_kernel(
         }
     };
     let launch_c = match k.kind {
-        KernelKind::Mxu => {
-            let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
-            if all_on_chip(g, k, in_vmem, state) {
-                let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-                super::loop_state::onchip_mxu_launch(
-                    hp.onchip_mxu_launch_cycles,
-                    hbm_launch,
-                    rows,
-                    loop_launch_cycles(chip),
-                )
-            } else {
-                hbm_launch
-            }
-        }
+        KernelKind::Mxu => mxu_launch(g, k, hp, chip, launch, (in_vmem, state), &mxu),
         _ => loop_launch_cycles(chip),
     };
     let body_c = body.max(0.0).round() as u64;
@@ -635,6 +622,27 @@ fn cost_kernel(
         vmem_bytes: vmem,
         nodes: k.members.clone(),
     })
+}
+
+/// Fixed cycles of MXU kernel `k`: the op model's launch scaled by `launch_factor`, or the on-chip launch when
+/// all its operands and results are on chip and some are a loop's on-chip state ([`super::loop_state`]).
+fn mxu_launch(
+    g: &Graph<'_>,
+    k: &Group,
+    hp: &HloParams,
+    chip: &ChipModel,
+    launch: f64,
+    vmem: (&BTreeSet<usize>, &BTreeSet<usize>),
+    mxu: &[MxuPass],
+) -> u64 {
+    let (in_vmem, state) = vmem;
+    let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
+    if all_on_chip(g, k, in_vmem, state) {
+        let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
+        super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, loop_launch_cycles(chip))
+    } else {
+        hbm_launch
+    }
 }
 
 /// Whether every input (scalar constants aside) and output of kernel `k` is on chip, and some of them in a
