@@ -33,6 +33,7 @@ pub mod fusion;
 pub mod graph;
 mod inplace;
 pub mod ir;
+mod loop_state;
 pub mod loops;
 mod matvec;
 mod mxu_layout;
