@@ -165,9 +165,11 @@ fn a_softmax_over_scores_in_vmem_costs_its_vector_work_only() {
 }
 
 /// A vector times a matrix, bf16 [1,1536] x [1536,768] (corpus program decode_matmul.003): on v4-v6e the
-/// compiler emits a multiply-reduce loop fusion, 12,365 of the program's 16,696 cycles on v6e; tpusim costs it
-/// as the op model's matrix-vector kernel, the same as `tpusim op`'s multiply-reduce on that matmul, and within 10% of the
-/// compiler's fusion (the MXU window plan gave 4,228, 3x under). tpu7x runs it on the MXU.
+/// compiler emits a multiply-reduce loop fusion, 12,365 of the program's 16,696 cycles on v6e, beside the
+/// vector's `reduce` and the result's `reshape` relayout kernels; tpusim costs the fusion as the op model's
+/// matrix-vector kernel plus the two relayouts (`hlo::matvec`), within 10% of `tpusim op`'s three kernels on
+/// that matmul and of the compiler's program total (the MXU window plan gave 4,228, 4x under). tpu7x runs it
+/// on the MXU.
 #[test]
 fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
     let text =
@@ -179,14 +181,16 @@ fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
         assert_eq!(c.kernels.len(), 1, "{chip}");
         assert_eq!(c.kernels[0].kind, KernelKind::Loop, "{chip}");
         let model = ChipModel::preset(chip).unwrap();
-        // The op model also costs the vector's reduce and the result's reshape the compiler emits around a
-        // standalone matrix-vector product; the fused multiply-reduce is its loop fusion.
+        // The op model costs the vector's reduce, the fused multiply-reduce and the result's reshape as three
+        // kernels; the hlo model folds the relayouts into the one kernel.
         let op_cost = cost(&op, &model).unwrap();
         let multiply_reduce = op_cost.kernels.iter().find(|k| k.name == "loop fusion").unwrap();
-        assert_eq!(c.total_cycles, multiply_reduce.cycles, "{chip}");
+        let (hlo, op) = (c.total_cycles as f64, op_cost.cycles as f64);
+        assert!(c.total_cycles > multiply_reduce.cycles, "{chip}: the relayouts cost something");
+        assert!((hlo / op).max(op / hlo) - 1.0 < 0.1, "{chip}: hlo {hlo}, op {op}");
     }
     let v6e = cost_on(text, "v6e").total_cycles as f64;
-    assert!((v6e / 12_365.0).max(12_365.0 / v6e) - 1.0 < 0.1, "{v6e}");
+    assert!((v6e / 16_696.0).max(16_696.0 / v6e) - 1.0 < 0.1, "{v6e}");
     assert_eq!(cost_on(text, "tpu7x").kernels[0].kind, KernelKind::Mxu);
 }
 
@@ -198,9 +202,12 @@ fn dot_module(lhs: &str, rhs: &str, out: &str) -> String {
 }
 
 /// A matrix times two vectors, bf16 [28416,256] x [256,2] (corpus program matvec.009): the compiler lays the
-/// result out as [28416,2]{0,1}, computing the transposed product, so it costs what [2,256] x [256,28416]
-/// costs (same MXU passes, same prefetched matrix), not 28,416 result rows padded to 128 lanes (62,675 cycles
-/// on v4 before the rule, against the compiler's 13,319).
+/// result out as [28416,2]{0,1}, computing the transposed product [2,256] x [256,28416] (same MXU passes), not
+/// 28,416 result rows padded to 128 lanes (62,675 cycles on v4 before the rule, against the compiler's 13,319).
+/// The matrix, row-major [28416,256], is then the stationary operand with its contracting dim minor, so it goes
+/// through the transpose unit (`hlo::mxu_layout`) where the row-major [256,28416] of the written-out transpose
+/// does not: the skinny product costs at least its transpose and at most 1.5 times it, and within 10 % of the
+/// compiler's 13,319 on v4.
 #[test]
 fn a_matrix_times_a_few_vectors_costs_its_transpose() {
     let skinny = dot_module("bf16[28416,256]{1,0}", "bf16[256,2]{1,0}", "bf16[28416,2]{1,0}");
@@ -210,8 +217,10 @@ fn a_matrix_times_a_few_vectors_costs_its_transpose() {
             cost_on(&skinny, chip).total_cycles as f64,
             cost_on(&wide, chip).total_cycles as f64,
         );
-        assert!((s / w).max(w / s) < 1.1, "{chip}: {s} against its transpose's {w}");
+        assert!(s >= w && s <= 1.5 * w, "{chip}: {s} against its transpose's {w}");
     }
+    let v4 = cost_on(&skinny, "v4").total_cycles as f64;
+    assert!((v4 / 13_319.0).max(13_319.0 / v4) - 1.0 < 0.1, "{v4}");
 }
 
 /// Cross-program prefetch: the largest entry parameter a matmul reads that fits the chip's prefetch budget (v5e:

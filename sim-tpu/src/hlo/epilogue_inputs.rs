@@ -22,7 +22,7 @@ use super::ops::OpClass;
 use super::HloError;
 
 /// Padded bytes of the inputs of MXU kernel `k` that members after its dot (depending on a dot's result) read
-/// from HBM: not placed on chip (`in_vmem`), not constants.
+/// from HBM: not placed on chip (`in_vmem`), not constants, not the buffer a dynamic-update-slice writes into.
 pub(super) fn epilogue_input_bytes(
     g: &Graph<'_>,
     k: &Group,
@@ -41,7 +41,10 @@ pub(super) fn epilogue_input_bytes(
         if is_dot {
             continue;
         }
-        for &o in &node.operands {
+        // A dynamic-update-slice writes its update into its first operand in place ([`super::inplace`]): that
+        // buffer is not read.
+        let in_place = usize::from(node.ins.opcode == "dynamic-update-slice");
+        for &o in node.operands.iter().skip(in_place) {
             if k.inputs.contains(&o) && !in_vmem.contains(&o) && g.nodes[o].ins.opcode != "constant" {
                 read.insert(o);
             }
