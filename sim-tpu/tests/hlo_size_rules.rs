@@ -186,7 +186,10 @@ fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
         let op_cost = cost(&op, &model).unwrap();
         let multiply_reduce = op_cost.kernels.iter().find(|k| k.name == "loop fusion").unwrap();
         let (hlo, op) = (c.total_cycles as f64, op_cost.cycles as f64);
-        assert!(c.total_cycles > multiply_reduce.cycles, "{chip}: the relayouts cost something");
+        assert!(
+            c.total_cycles > multiply_reduce.cycles,
+            "{chip}: the relayouts cost something"
+        );
         assert!((hlo / op).max(op / hlo) - 1.0 < 0.1, "{chip}: hlo {hlo}, op {op}");
     }
     let v6e = cost_on(text, "v6e").total_cycles as f64;

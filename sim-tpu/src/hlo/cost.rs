@@ -568,7 +568,7 @@ fn cost_kernel(
         .find(|&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
     if let (Some(dot), [MxuPass { work: w, .. }]) = (dot, mxu.as_slice()) {
         let b = (in_bytes, out_bytes, unpadded);
-        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip, hp)? {
+        if let Some(kc) = super::matvec::matvec_kernel(g, k, dot, w, b, sizer, chip, hp.loop_block_cycles)? {
             return Ok(op_model_cost(g, k, KernelKind::Loop, &kc, flops, total_bytes, unpadded));
         }
     }

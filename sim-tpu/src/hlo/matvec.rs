@@ -10,7 +10,6 @@
 use sim_core::layout::{ArrayShape, Dim, Shape};
 
 use super::bytes::{dims_of, Sizer};
-use super::cost::{loop_launch_cycles, HloParams};
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
 use super::ops::OpClass;
@@ -31,7 +30,7 @@ pub(super) fn matvec_kernel(
     bytes: (u64, u64, u64),
     sizer: &Sizer,
     chip: &ChipModel,
-    hp: &HloParams,
+    loop_block_cycles: f64,
 ) -> Result<Option<crate::tensorcore::KernelCost>, HloError> {
     let dots = k
         .members
@@ -72,7 +71,7 @@ pub(super) fn matvec_kernel(
     let mut kc = time_kernel(&kernel, chip);
     kc.cycles = kc
         .cycles
-        .saturating_add(relayout_cycles(g, k, vector.copied(), sizer, chip, hp)?);
+        .saturating_add(relayout_cycles(g, k, vector.copied(), sizer, chip, loop_block_cycles)?);
     Ok(Some(kc))
 }
 
@@ -97,7 +96,7 @@ pub(super) fn relayout_cycles(
     vector: Option<usize>,
     sizer: &Sizer,
     chip: &ChipModel,
-    hp: &HloParams,
+    loop_block_cycles: f64,
 ) -> Result<u64, HloError> {
     let outputs = g.outputs();
     let mut moved: Vec<usize> = Vec::new();
@@ -113,8 +112,10 @@ pub(super) fn relayout_cycles(
         if relayout_is_bitcast(&g.nodes[n].ins.shape, len, sizer)? {
             continue;
         }
-        let blocks = len.div_ceil(128) as f64 * hp.loop_block_cycles.max(0.0);
-        cycles = cycles.saturating_add(loop_launch_cycles(chip).saturating_add(blocks.round() as u64));
+        let blocks = len.div_ceil(128) as f64 * loop_block_cycles.max(0.0);
+        // The chip's loop launch (as `cost::loop_launch_cycles`, not imported: cost calls this module).
+        let launch = chip.params.launch_cycles.max(0.0).round() as u64;
+        cycles = cycles.saturating_add(launch.saturating_add(blocks.round() as u64));
     }
     Ok(cycles)
 }
