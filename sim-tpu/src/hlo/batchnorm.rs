@@ -130,17 +130,12 @@ fn pass_kernel(name: String, cycles: u64, hbm_bytes: u64, bound_by: Bound) -> Ke
 /// Cycles of a loop pass over `blocks` 1024-element blocks streaming `streams` full-size arrays and moving
 /// `bytes` over HBM: the fused-kernel model's loop pipeline (`loop_block_cycles`, `stream_block_cycles`) or the
 /// transfer, whichever is longer, after the loop launch.
-/// The fixed cycles of a loop pass: the op model's whole launch, as every loop kernel pays it (`hlo::cost`).
-fn loop_launch_cycles(chip: &ChipModel) -> u64 {
-    chip.params.launch_cycles.max(0.0).round() as u64
-}
-
 fn pass_cycles(blocks: f64, streams: f64, bytes: u64, chip: &ChipModel, hp: &HloParams) -> (u64, Bound) {
     let compute = blocks * (hp.loop_block_cycles + hp.stream_block_cycles * streams);
     let dma = bytes as f64 / hp.hbm_bytes_per_cycle.max(1e-9);
     let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
     let body = compute.max(dma).max(0.0).round() as u64;
-    (loop_launch_cycles(chip).saturating_add(body), bound)
+    (chip.loop_launch_cycles().saturating_add(body), bound)
 }
 
 /// The kernels the compiler runs after MXU kernel `k` for the row statistics it computes ([`row_statistics`]):
@@ -165,7 +160,7 @@ pub(super) fn statistic_passes(
             let (cycles, bound) = pass_cycles(y_blocks, 1.0, y.padded_bytes, chip, hp);
             passes.push(pass_kernel(format!("{name}.pass"), cycles, y.padded_bytes, bound));
         }
-        let launch = loop_launch_cycles(chip);
+        let launch = chip.loop_launch_cycles();
         passes.push(pass_kernel(format!("{name}.finish"), launch, 0, Bound::Launch));
     }
     if !stats.normalised.is_empty() {

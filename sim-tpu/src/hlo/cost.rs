@@ -69,7 +69,7 @@ pub struct HloParams {
     pub mxu_epilogue_factor: f64,
     /// Factor (0.2..=1) on the op model's fixed MXU launch cycles (`mxu_launch_cycles`): an MXU kernel of a
     /// program overlaps its prologue with the previous kernel (fitted). Loop and reduce kernels pay the op model's
-    /// whole `launch_cycles` ([`loop_launch_cycles`]).
+    /// whole `launch_cycles` ([`ChipModel::loop_launch_cycles`]).
     pub launch_factor: f64,
     /// VPU cycles per 1024 padded elements of one fused op inside an MXU kernel (its epilogue runs on tiles
     /// already in vector registers, far cheaper than a loop fusion's op; fitted, `fused_op_cycles` when absent).
@@ -606,7 +606,12 @@ fn cost_kernel(
     };
     let launch_c = match k.kind {
         KernelKind::Mxu => mxu_launch(g, k, hp, chip, launch, (in_vmem, state), &mxu),
-        _ => loop_launch_cycles(chip),
+        // A loop, reduce or unmodelled kernel pays the op model's whole launch, not overlapped with the previous
+        // kernel. Evidence (compiler corpus, 1,300 kLoop fusions and single-op kernels over 5 chips): none is
+        // estimated below it (minimum kLoop estimate v4 611, v5e 1818, v5p 2117, v6e 2116, tpu7x 2296 cycles, at
+        // the op model's `launch_cycles` 607, 1813, 2117, 2116, 2289), inside programs of up to hundreds of kernels
+        // as alone; MXU (kOutput) fusions do go below theirs (v5e 280 cycles), so only they keep `launch_factor`.
+        _ => chip.loop_launch_cycles(),
     };
     let body_c = body.max(0.0).round() as u64;
     let bound = if launch_c > body_c { Bound::Launch } else { bound };
@@ -645,7 +650,7 @@ fn mxu_launch(
     let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
     if all_on_chip(g, k, in_vmem, state) {
         let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-        super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, loop_launch_cycles(chip))
+        super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, chip.loop_launch_cycles())
     } else {
         hbm_launch
     }
@@ -858,15 +863,6 @@ fn loop_body(
 /// pipeline alone (`loop_block_cycles`, 12.9 on v5e) would cost 134,000 for the exp and sum.
 fn vmem_resident_compute(op_blocks: f64, hp: &HloParams) -> f64 {
     op_blocks * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
-}
-
-/// Fixed cycles of a loop, reduce or unmodelled kernel: the op model's whole `launch_cycles`, not overlapped with the
-/// previous kernel. Evidence (compiler corpus, 1,300 kLoop fusions and single-op kernels over 5 chips): no such
-/// kernel is estimated below the chip's launch (minimum kLoop estimate v4 611, v5e 1818, v5p 2117, v6e 2116, tpu7x
-/// 2296 cycles, at the op model's `launch_cycles` 607, 1813, 2117, 2116, 2289), inside programs of up to hundreds of
-/// kernels as alone; MXU (kOutput) fusions do go below theirs (v5e 280 cycles), so only they keep `launch_factor`.
-pub(super) fn loop_launch_cycles(chip: &ChipModel) -> u64 {
-    chip.params.launch_cycles.max(0.0).round() as u64
 }
 
 /// Whether a dot operand's value comes from VMEM: an intermediate placed there, or computed in the kernel from

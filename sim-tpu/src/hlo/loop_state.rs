@@ -28,18 +28,14 @@ use super::bytes::Sizer;
 use super::graph::Graph;
 use super::ops::OpClass;
 use super::HloError;
-use crate::chips::Chip;
 use crate::tensorcore::ChipModel;
 
-/// Bytes of loop state the compiler keeps in VMEM: half of the chip's VMEM; none on a megacore chip, or a chip
-/// without a preset (no evidence).
+/// Bytes of loop state the compiler keeps in VMEM: half of the chip's VMEM; none on a megacore chip.
 pub(super) fn state_budget(chip: &ChipModel) -> u64 {
     if chip.megacore {
-        return 0;
-    }
-    match Chip::preset(&chip.name) {
-        Ok(c) => c.spec.vmem_bytes_per_tc / 2,
-        Err(_) => 0,
+        0
+    } else {
+        chip.vmem_bytes / 2
     }
 }
 

@@ -113,9 +113,7 @@ pub(super) fn relayout_cycles(
             continue;
         }
         let blocks = len.div_ceil(128) as f64 * loop_block_cycles.max(0.0);
-        // The chip's loop launch (as `cost::loop_launch_cycles`, not imported: cost calls this module).
-        let launch = chip.params.launch_cycles.max(0.0).round() as u64;
-        cycles = cycles.saturating_add(launch.saturating_add(blocks.round() as u64));
+        cycles = cycles.saturating_add(chip.loop_launch_cycles().saturating_add(blocks.round() as u64));
     }
     Ok(cycles)
 }

@@ -15,7 +15,6 @@
 use super::bytes::Sizer;
 use super::graph::{Graph, Node};
 use super::HloError;
-use crate::chips::Chip;
 use crate::tensorcore::cost::Residency;
 use crate::tensorcore::ChipModel;
 
@@ -53,14 +52,9 @@ pub(super) fn spilled_operand_cycles(
 }
 
 /// On-chip memory an operand could be prefetched into: the larger of VMEM and CMEM, less one kernel's scoped
-/// window; unbounded for a chip without a preset (no evidence to say otherwise).
+/// window.
 fn on_chip_limit(chip: &ChipModel) -> u64 {
-    match Chip::preset(&chip.name) {
-        Ok(c) => c
-            .spec
-            .vmem_bytes_per_tc
-            .max(c.spec.cmem_bytes)
-            .saturating_sub(chip.scoped_vmem_bytes),
-        Err(_) => u64::MAX,
-    }
+    chip.vmem_bytes
+        .max(chip.cmem_bytes)
+        .saturating_sub(chip.scoped_vmem_bytes)
 }

@@ -200,6 +200,8 @@ pub struct ChipModel {
     pub megacore: bool,
     /// TensorCores in one compiler device (spec `model_device_tensorcores`): they split its kernels.
     pub device_tensorcores: u32,
+    /// One TensorCore's VMEM bytes (spec `vmem_bytes_per_tc`).
+    pub vmem_bytes: u64,
     /// Common memory (v4's CMEM) bytes, 0 where the chip has none (spec `cmem_bytes`).
     pub cmem_bytes: u64,
     /// The chip's HBM rates, each for its own use, with the chip's what-ifs applied.
@@ -288,6 +290,12 @@ impl Calibration {
 }
 
 impl ChipModel {
+    /// The op model's launch of a VPU kernel in whole cycles: what the hlo model charges every loop, reduce and
+    /// relayout kernel (its evidence is in `hlo::cost`).
+    pub fn loop_launch_cycles(&self) -> u64 {
+        self.params.launch_cycles.max(0.0).round() as u64
+    }
+
     /// The preset for `name`; accepts the compiler's topology spelling too (`v5e:2x2`, `TPU v4`).
     pub fn preset(name: &str) -> Result<ChipModel, OpError> {
         let chip =
@@ -373,6 +381,7 @@ impl ChipModel {
             prefetch_budget_bytes: cal.prefetch_budget_bytes,
             megacore: s.megacore,
             device_tensorcores: s.model_device_tensorcores.max(1),
+            vmem_bytes: s.vmem_bytes_per_tc,
             cmem_bytes: s.cmem_bytes,
             hbm,
             params: cal.params,
