@@ -122,6 +122,10 @@ impl Sizer {
     }
 }
 
+/// Largest batch that does not fill the rows of one (8, 128) tile: a convolution over such a batch is windowed
+/// differently by the compiler (`relayout`'s small-batch copies, `conv_backward`'s strided gradient windows).
+pub(super) const MAX_UNTILED_BATCH: u64 = 7;
+
 /// A shape's dimensions (their upper bounds; none for a tuple or a token).
 pub(super) fn dims_of(s: &Shape) -> Vec<u64> {
     match s {

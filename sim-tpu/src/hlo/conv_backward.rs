@@ -13,7 +13,7 @@
 //! 2,342,620 (the same FLOPs); tpusim's plan took 9,726,115, reading 707 MB at 73 B per cycle. The same on v4
 //! (+155% before) and v5p (+152%); on v6e the plan was MXU-bound (1,084,029 against 1,135,820) and stays so.
 
-use super::bytes::{dims_of, Sizer};
+use super::bytes::{dims_of, Sizer, MAX_UNTILED_BATCH};
 use super::graph::{Graph, Node};
 use super::ops::OpClass;
 use super::HloError;
@@ -47,30 +47,12 @@ pub(super) fn kernel_gradient(
     if node.class != OpClass::Convolution {
         return Ok(None);
     }
-    let Some(labels) = node.ins.attr("dim_labels") else {
-        return Ok(None);
-    };
-    let Some((_, rest)) = labels.split_once('_') else {
-        return Ok(None);
-    };
-    let Some((rhs_l, out_l)) = rest.split_once("->") else {
-        return Ok(None);
-    };
     let (Some(&x), Some(&dy)) = (node.operands.first(), node.operands.get(1)) else {
         return Ok(None);
     };
-    let spatial = |labels: &str, dims: &[u64]| -> u64 {
-        labels
-            .char_indices()
-            .filter(|(_, c)| c.is_ascii_digit())
-            .map(|(i, _)| dims.get(i).copied().unwrap_or(1))
-            .fold(1u64, |a, d| a.saturating_mul(d))
-    };
-    let window = spatial(rhs_l, &dims_of(&g.nodes[dy].ins.shape));
-    let out = spatial(out_l, &dims_of(&node.ins.shape));
-    if window <= out {
+    let Some(window) = gradient_window(g, node) else {
         return Ok(None);
-    }
+    };
     let mut bytes = 0u64;
     for (o, resident) in [(x, residency.lhs), (dy, residency.rhs)] {
         if !resident {
@@ -99,8 +81,22 @@ pub(super) fn kernel_gradient(
     }))
 }
 
-/// Largest batch that does not fill the rows of one (8, 128) tile.
-const MAX_UNTILED_BATCH: u64 = 7;
+/// The spatial positions of convolution `node`'s window (its right operand's spatial size) when they outnumber
+/// its output's, as in a kernel gradient; `None` otherwise, or when its `dim_labels` do not read.
+fn gradient_window(g: &Graph<'_>, node: &Node<'_>) -> Option<u64> {
+    let (_, rest) = node.ins.attr("dim_labels")?.split_once('_')?;
+    let (rhs_l, out_l) = rest.split_once("->")?;
+    let dy = *node.operands.get(1)?;
+    let spatial = |labels: &str, dims: &[u64]| -> u64 {
+        labels
+            .char_indices()
+            .filter(|(_, c)| c.is_ascii_digit())
+            .map(|(i, _)| dims.get(i).copied().unwrap_or(1))
+            .fold(1u64, |a, d| a.saturating_mul(d))
+    };
+    let window = spatial(rhs_l, &dims_of(&g.nodes[dy].ins.shape));
+    (window > spatial(out_l, &dims_of(&node.ins.shape))).then_some(window)
+}
 
 /// Passes over the input per kernel column of a strided kernel gradient with a small batch
 /// ([`strided_gradient_windows`]): one fusion materialising the column's shifted stride-phase window (pad, iota
@@ -115,41 +111,22 @@ fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<(usize
     if node.class != OpClass::Convolution {
         return None;
     }
+    gradient_window(g, node)?;
     let labels = node.ins.attr("dim_labels")?;
     let (lhs_l, rest) = labels.split_once('_')?;
-    let (rhs_l, out_l) = rest.split_once("->")?;
-    let (&x, &dy) = (node.operands.first()?, node.operands.get(1)?);
-    let digits = |l: &str| -> Vec<usize> {
-        l.char_indices()
-            .filter(|(_, c)| c.is_ascii_digit())
-            .map(|(i, _)| i)
-            .collect()
-    };
+    let (_, out_l) = rest.split_once("->")?;
+    let x = *node.operands.first()?;
     let od = dims_of(&node.ins.shape);
-    let rd = dims_of(&g.nodes[dy].ins.shape);
-    let product = |dims: &[u64], at: &[usize]| at.iter().map(|&i| dims.get(i).copied().unwrap_or(1)).product::<u64>();
-    let out_pos = digits(out_l);
-    if product(&rd, &digits(rhs_l)) <= product(&od, &out_pos) {
-        return None;
-    }
-    let dilated = node
-        .ins
-        .attr("window")
-        .and_then(|w| {
-            w.split_whitespace().find_map(|f| {
-                f.trim_matches(|c| c == '{' || c == '}')
-                    .strip_prefix("rhs_dilate=")
-                    .map(str::to_string)
-            })
-        })
-        .is_some_and(|d| d.split('x').any(|s| s.parse::<u64>().is_ok_and(|v| v > 1)));
+    let dilated = node.ins.window_field("rhs_dilate").iter().any(|&v| v > 1);
     let batch = lhs_l
         .find('f')
         .and_then(|i| dims_of(&g.nodes[x].ins.shape).get(i).copied())?;
     if !dilated || batch > MAX_UNTILED_BATCH {
         return None;
     }
-    let width = out_pos.last().and_then(|&i| od.get(i)).copied().unwrap_or(1).max(1);
+    // The kernel's width: the result's last spatial dimension.
+    let last_spatial = out_l.char_indices().rfind(|(_, c)| c.is_ascii_digit());
+    let width = last_spatial.and_then(|(i, _)| od.get(i)).copied().unwrap_or(1).max(1);
     Some((x, width))
 }
 

@@ -26,17 +26,7 @@ pub(super) fn strided_input_cycles(
     if node.class != OpClass::Convolution || resident {
         return Ok(0.0);
     }
-    let strided = node
-        .ins
-        .attr("window")
-        .and_then(|w| {
-            w.split_whitespace().find_map(|f| {
-                f.trim_matches(|c| c == '{' || c == '}')
-                    .strip_prefix("stride=")
-                    .map(str::to_string)
-            })
-        })
-        .is_some_and(|s| s.split('x').any(|v| v.parse::<u64>().is_ok_and(|v| v > 1)));
+    let strided = node.ins.window_field("stride").iter().any(|&v| v > 1);
     let Some(&x) = node.operands.first() else {
         return Ok(0.0);
     };

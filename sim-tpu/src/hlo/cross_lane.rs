@@ -13,8 +13,7 @@
 //! elementwise kernel broadcasting a bias along the rows (the vector on the minor dimension, one value per lane)
 //! needs no cross-lane move.
 
-use sim_core::layout::Shape;
-
+use super::bytes::dims_of;
 use super::fusion::Group;
 use super::graph::{Graph, Node};
 
@@ -30,20 +29,12 @@ pub(super) fn crosses_lanes(g: &Graph<'_>, k: &Group) -> bool {
     })
 }
 
-/// Dimension sizes of an array shape (empty for a tuple).
-fn dims(s: &Shape) -> Vec<i64> {
-    match s {
-        Shape::Array(a) => a.dims.iter().map(|d| d.upper_bound().unwrap_or(0)).collect(),
-        _ => Vec::new(),
-    }
-}
-
 /// A reduction of an array of rank 2 or more over its minor (last) dimension, longer than one element.
 fn row_reduce(g: &Graph<'_>, n: &Node<'_>) -> bool {
     let Some(&input) = n.operands.first() else {
         return false;
     };
-    let d = dims(&g.nodes[input].ins.shape);
+    let d = dims_of(&g.nodes[input].ins.shape);
     let reduced = n.ins.int_list("dimensions").unwrap_or_default();
     d.len() >= 2 && d[d.len() - 1] > 1 && reduced.contains(&(d.len() as i64 - 1))
 }
@@ -54,8 +45,8 @@ fn row_broadcast(g: &Graph<'_>, n: &Node<'_>) -> bool {
     let Some(&input) = n.operands.first() else {
         return false;
     };
-    let out = dims(&n.ins.shape);
-    let elements: i64 = dims(&g.nodes[input].ins.shape).iter().product();
+    let out = dims_of(&n.ins.shape);
+    let elements: u64 = dims_of(&g.nodes[input].ins.shape).iter().product();
     let mapped = n.ins.int_list("dimensions").unwrap_or_default();
     let minor = out.len() as i64 - 1;
     out.len() >= 2 && out[out.len() - 1] > 1 && elements > 1 && !mapped.contains(&minor)

@@ -58,6 +58,21 @@ impl Instruction {
         self.attr("index")?.trim().parse().ok()
     }
 
+    /// The `x`-separated integers of field `key` (`stride`, `size`, `rhs_dilate`, ...) of the `window={...}`
+    /// attribute, as in `window={size=3x3 stride=2x2}`; empty when absent (values that are not integers are
+    /// skipped).
+    pub fn window_field(&self, key: &str) -> Vec<i64> {
+        let Some(window) = self.attr("window") else {
+            return Vec::new();
+        };
+        window
+            .trim_matches(|c| c == '{' || c == '}')
+            .split_whitespace()
+            .find_map(|f| f.strip_prefix(key)?.strip_prefix('='))
+            .map(|v| v.split('x').filter_map(|d| d.parse().ok()).collect())
+            .unwrap_or_default()
+    }
+
     /// An integer list attribute such as `dimensions={0,2}` (absent -> None; malformed -> None).
     pub fn int_list(&self, key: &str) -> Option<Vec<i64>> {
         let v = self.attr(key)?.trim();

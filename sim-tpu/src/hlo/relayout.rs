@@ -12,7 +12,7 @@
 //! v4); the op model's 4-D relayout class fits worse (conv family median 143% against 102%). Loop bodies
 //! choose their own layouts, so only the entry graph pays it.
 
-use super::bytes::Sizer;
+use super::bytes::{Sizer, MAX_UNTILED_BATCH};
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
 use super::ops::OpClass;
@@ -194,7 +194,7 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
         };
         let batch = lhs.find('b').and_then(|i| dims.get(i)).copied().unwrap_or(1);
         let width = lhs.find('1').and_then(|i| dims.get(i)).copied().unwrap_or(1);
-        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH && width >= 8 {
+        if x.ins.opcode == "parameter" && batch <= MAX_UNTILED_BATCH as i64 && width >= 8 {
             let relayouted = !strided_pointwise(n, width);
             return Some(SmallBatchConv {
                 input,
@@ -290,24 +290,10 @@ fn relayout_kernel(
     })
 }
 
-/// Largest batch that does not fill the rows of one (8, 128) tile.
-const MAX_UNTILED_BATCH: i64 = 7;
-
 /// Whether convolution `n` has a 1x1 window whose stride (above 1) divides the image width `width`: the compiler
 /// subsamples its input with a strided slice rather than relayouting it.
 fn strided_pointwise(n: &super::graph::Node<'_>, width: i64) -> bool {
-    let Some(window) = n.ins.attr("window") else {
-        return false;
-    };
-    let field = |key: &str| -> Vec<i64> {
-        window
-            .trim_matches(|c| c == '{' || c == '}')
-            .split_whitespace()
-            .find_map(|f| f.strip_prefix(key))
-            .map(|v| v.split('x').filter_map(|d| d.parse().ok()).collect())
-            .unwrap_or_default()
-    };
-    let (size, stride) = (field("size="), field("stride="));
+    let (size, stride) = (n.ins.window_field("size"), n.ins.window_field("stride"));
     let pointwise = !size.is_empty() && size.iter().all(|&s| s == 1);
     let step = stride.last().copied().unwrap_or(1);
     pointwise && step > 1 && width % step == 0
