@@ -3,15 +3,14 @@
 //! `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels, bytes and cycles worked
 //! out in the test.
 
-use sim_tpu::hlo::{cost_module, hlo_params, HloModule, HloParams, KernelCost, KernelKind, ModuleCost};
+use sim_tpu::hlo::{hlo_params, HloParams, KernelCost, KernelKind, ModuleCost};
 use sim_tpu::tensorcore::cost::{plan_mxu_resident, Residency};
 use sim_tpu::tensorcore::lower::MxuWork;
 use sim_tpu::tensorcore::ChipModel;
 use sim_tpu::tensorcore::Dtype;
 
-fn cost_on(text: &str, chip: &str) -> ModuleCost {
-    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
-}
+mod support;
+use support::hlo::cost_on;
 
 fn params(chip: &str) -> HloParams {
     hlo_params().into_iter().find(|h| h.name == chip).unwrap()

@@ -2,12 +2,11 @@
 //! (testdata/hlo/corpus/, tools/corpus/compare_kernels.py). Each module is written by hand here, with its expected
 //! kernels and cycles worked out in the test.
 
-use sim_tpu::hlo::{cost_module, hlo_params, HloModule, KernelKind, ModuleCost};
+use sim_tpu::hlo::{hlo_params, KernelKind};
 use sim_tpu::tensorcore::ChipModel;
 
-fn cost_on(text: &str, chip: &str) -> ModuleCost {
-    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
-}
+mod support;
+use support::hlo::cost_on;
 
 /// A 1x1 convolution f32[8,16,16,128] x f32[1,1,128,128] followed by `tail` (HLO lines reading `y`, ending in
 /// `ROOT o`).

@@ -3,12 +3,11 @@
 //! kernel, and a weight only matmuls read is prefetched on chip. Each module is written by hand here, with its
 //! expected kernels and cycles worked out in the test.
 
-use sim_tpu::hlo::{cost_module, HloModule, KernelKind, ModuleCost};
+use sim_tpu::hlo::{KernelKind, ModuleCost};
 use sim_tpu::tensorcore::ChipModel;
 
-fn cost_on(text: &str, chip: &str) -> ModuleCost {
-    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
-}
+mod support;
+use support::hlo::cost_on;
 
 /// Layer 2 of an MLP trained on `sum(y * y)`: `y = x W` (f32[4096,256] x [256,1024]) feeds the loss and the next
 /// matmul `z = y V` ([1024,256]). `body` is what the entry computes besides `y`.

@@ -2,12 +2,11 @@
 //! loop kernels pay the whole launch, and a convolution result leaving the program is relayouted. Each module is
 //! written by hand here, with its expected kernels and cycles worked out in the test.
 
-use sim_tpu::hlo::{cost_module, HloModule, KernelKind};
+use sim_tpu::hlo::KernelKind;
 use sim_tpu::tensorcore::{cost, ChipModel, OpSpec};
 
-fn cost_on(text: &str, chip: &str) -> sim_tpu::hlo::ModuleCost {
-    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
-}
+mod support;
+use support::hlo::{cost_on, dot_module};
 
 /// `(x + y) * x` on f32[8,128]: one loop kernel. The compiler's estimate of such a kernel is its fixed launch
 /// (corpus record elementwise.001@v6e, one f32[128,7] tanh: 2,124 cycles; the smallest of 253 kLoop fusions
@@ -195,13 +194,6 @@ fn a_vector_times_a_matrix_is_a_vpu_kernel_below_tpu7x() {
     let v6e = cost_on(text, "v6e").total_cycles as f64;
     assert!((v6e / 16_696.0).max(16_696.0 / v6e) - 1.0 < 0.1, "{v6e}");
     assert_eq!(cost_on(text, "tpu7x").kernels[0].kind, KernelKind::Mxu);
-}
-
-fn dot_module(lhs: &str, rhs: &str, out: &str) -> String {
-    format!(
-        "HloModule m\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  \
-         ROOT d = {out} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
-    )
 }
 
 /// A matrix times two vectors, bf16 [28416,256] x [256,2] (corpus program matvec.009): the compiler lays the

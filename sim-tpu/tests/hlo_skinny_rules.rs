@@ -2,12 +2,11 @@
 //! off the compiler corpus's optimized modules (testdata/hlo/corpus/, tools/corpus/). Each module is written by
 //! hand here, with its expected kernels and cycles worked out in the test.
 
-use sim_tpu::hlo::{cost_module, hlo_params, HloModule, HloParams, ModuleCost};
+use sim_tpu::hlo::{hlo_params, HloParams};
 use sim_tpu::tensorcore::ChipModel;
 
-fn cost_on(text: &str, chip: &str) -> ModuleCost {
-    cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
-}
+mod support;
+use support::hlo::{cost_on, dot_module as dot};
 
 fn params(chip: &str) -> HloParams {
     hlo_params().into_iter().find(|p| p.name == chip).unwrap()
@@ -17,13 +16,6 @@ fn params(chip: &str) -> HloParams {
 fn relayout(chip: &str, blocks: u64) -> u64 {
     let launch = ChipModel::preset(chip).unwrap().params.launch_cycles.round() as u64;
     launch + (blocks as f64 * params(chip).loop_block_cycles).round() as u64
-}
-
-fn dot(lhs: &str, rhs: &str, out: &str) -> String {
-    format!(
-        "HloModule m\n\nENTRY main {{\n  a = {lhs} parameter(0)\n  b = {rhs} parameter(1)\n  \
-         ROOT d = {out} dot(a, b), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n}}\n"
-    )
 }
 
 /// bf16 [384,512] x [512,1] (corpus program matvec.016) on a chip that runs matrix-vector products on the VPU:

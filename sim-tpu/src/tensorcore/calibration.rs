@@ -48,8 +48,7 @@ pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
         // At most a VPU pass of a few cycles per vreg (the slowest elementwise rate fitted is ~40).
         "mm_8bit_widen" => (0.0, 16.0),
         // Relayout copies: at least a load and a store per vreg, at most the slowest VPU pass (~40 cycles per
-        // vreg), so a rate no record constrains
-        // vreg; a chip whose corpus lacks the copy) cannot run away.
+        // vreg), so a rate no record constrains (a chip whose corpus lacks the copy) cannot run away.
         "conv_input_copy" | "conv_input_relayout" | "row_relayout" => (1.0, 40.0),
         "mm_acc_32bit" => (0.0, 32.0),
         "mxu_weight_load_cycles" => (0.0, 256.0),

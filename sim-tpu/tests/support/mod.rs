@@ -1,1 +1,2 @@
+pub mod hlo;
 pub mod records;
