@@ -3,7 +3,8 @@
 
 use super::chip::ChipModel;
 use super::padding::{tpu_padded, PaddedArray};
-use super::spec::{Checked, ConvPadding, Dtype, EwKind, ReduceKind, TransposeKind};
+pub use super::conv::conv_out_dim;
+use super::spec::{Checked, Dtype, EwKind, ReduceKind, TransposeKind};
 
 /// Elements in one f32 vreg (8 sublanes x 128 lanes): the unit VPU work is counted in.
 pub const VREG_ELEMENTS: u64 = 1024;
@@ -102,11 +103,11 @@ pub struct Kernel {
     pub unpadded_bytes: u64,
 }
 
-fn blocks(a: &PaddedArray) -> f64 {
+pub(super) fn blocks(a: &PaddedArray) -> f64 {
     a.elements() as f64 / VREG_ELEMENTS as f64
 }
 
-fn logical_bytes(dtype: Dtype, dims: &[u64]) -> u64 {
+pub(super) fn logical_bytes(dtype: Dtype, dims: &[u64]) -> u64 {
     (dims.iter().product::<u64>() * dtype.bits()).div_ceil(8)
 }
 
@@ -221,7 +222,7 @@ pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
             stride,
             padding,
             dtype,
-        } => lower_conv(*input, *kernel, *stride, *padding, *dtype),
+        } => super::conv::lower_conv(*input, *kernel, *stride, *padding, *dtype),
     }
 }
 
@@ -456,209 +457,5 @@ impl VpuMatvec {
             kernels.push(small("reshape", VpuClass::Relayout, out_t, self.len_out, 0, o.bytes()));
         }
         kernels
-    }
-}
-
-/// The copy that relays a convolution input out into the order the MXU kernel reads, when the compiler's entry
-/// layout for it is not channel-minor (channels that fill the lanes badly: it puts W minor, `{2,1,3,0}` or
-/// `{2,3,1,0}`), in bf16 for an f32 input (the DEFAULT-precision kernel reads bf16). Evidence, every corpus
-/// convolution with such an input (C25.conv2d_nhwc.000-004, .006): a `copy` of the input precedes the fusion.
-/// The copy puts in the lanes the larger of the batch and the channels ([`conv_copy_lanes`]).
-/// Fewer than 8 input channels always take it (the op sample's 3-channel stems).
-fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option<Kernel> {
-    let [nb, h, w, cin] = input;
-    if cin >= 8 && x.order.last() == Some(&3) {
-        return None;
-    }
-    let copy_t = if dtype == Dtype::Float32 {
-        Dtype::Bfloat16
-    } else {
-        dtype
-    };
-    let (class, elements) = match conv_copy_lanes(input) {
-        CopyLanes::Batch { batch } => {
-            let rows = nb * h * w / batch;
-            // Sublane tile of the channels: 4 rows for at most 4 (the stems' T(4,128)), else 8.
-            let tile = if cin <= 4 { 4 } else { 8 };
-            (
-                VpuClass::ConvInputCopy,
-                rows * cin.div_ceil(tile) * tile * batch.div_ceil(128) * 128,
-            )
-        }
-        CopyLanes::Channels => (
-            VpuClass::ConvInputRelayout,
-            h * w * nb.div_ceil(8) * 8 * cin.div_ceil(128) * 128,
-        ),
-    };
-    Some(Kernel {
-        name: "copy",
-        work: Work::Vpu {
-            class,
-            blocks: elements as f64 / VREG_ELEMENTS as f64,
-            elem_bytes: dtype.bytes(),
-        },
-        in_bytes: x.bytes(),
-        out_bytes: (elements * copy_t.bits()).div_ceil(8),
-        unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(copy_t, &input),
-    })
-}
-
-/// Which dim a convolution's input copy puts in the 128 lanes.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-enum CopyLanes {
-    /// The batch (`batch` images; a batch of 1 is replaced by the image rows): the copy writes (H, W, C, N)
-    /// with C on sublanes.
-    Batch { batch: u64 },
-    /// The channels: the copy writes (H, W, N, C) with N on sublanes.
-    Channels,
-}
-
-/// The lanes of a convolution's input copy hold the larger of the batch and the channels, the one that pads
-/// less. Evidence, the copies' result layouts in the optimized HLO: batch-minor `{0,3,2,1}` when C < N (O0x220,
-/// bf16[8,224,224,3] with T(4,128) tiles of (C, N); C25.conv2d_nhwc.004, f32[28,112,112,19] -> bf16, T(8,128));
-/// channel-minor `{3,0,2,1}` when C > N (C25.conv2d_nhwc.000, N 21 C 91; .002, N 9 C 440; .003, N 9 C 39; .006,
-/// N 19 C 399). A batch of 1 gives way to the image rows: O0x228 bitcasts bf16[1,64,64,3] to [64,1,64,3] and
-/// copies it H-minor.
-fn conv_copy_lanes(input: [u64; 4]) -> CopyLanes {
-    let [nb, h, _, cin] = input;
-    let batch = if nb == 1 { h } else { nb };
-    if cin < batch {
-        CopyLanes::Batch { batch }
-    } else {
-        CopyLanes::Channels
-    }
-}
-
-/// Output spatial size of a convolution along one dim.
-pub fn conv_out_dim(input: u64, kernel: u64, stride: u64, padding: ConvPadding) -> u64 {
-    match padding {
-        ConvPadding::Same => input.div_ceil(stride),
-        ConvPadding::Valid => (input - kernel) / stride + 1,
-    }
-}
-
-fn lower_conv(
-    input: [u64; 4],
-    kernel: [u64; 4],
-    stride: u64,
-    padding: ConvPadding,
-    dtype: Dtype,
-) -> (Vec<Kernel>, u64) {
-    let [nb, h, w, cin] = input;
-    let [kh, kw, _, cout] = kernel;
-    let ho = conv_out_dim(h, kh, stride, padding);
-    let wo = conv_out_dim(w, kw, stride, padding);
-    let out_t = dtype.matmul_result();
-    let x = tpu_padded(dtype, &input);
-    let k = tpu_padded(dtype, &kernel);
-    let out_dims = [nb, ho, wo, cout];
-    let o = tpu_padded(out_t, &out_dims);
-    let m = nb * ho * wo;
-    let taps = kh * kw;
-    let flops = 2 * m * taps * cin * cout;
-    let work = Work::Mxu(MxuWork {
-        batch: 1,
-        m,
-        k: cin,
-        n: cout,
-        taps_h: kh,
-        taps_w: kw,
-        dtype,
-        out_bits: out_t.bits(),
-        conv: true,
-    });
-    let mut kernels = Vec::new();
-    let relayout = conv_input_relayout(input, dtype, &x);
-    let fusion_in = match &relayout {
-        Some(copy) => copy.out_bytes,
-        None => x.bytes(),
-    };
-    kernels.extend(relayout.clone());
-    let blocked = conv_w_blocked(input, kernel);
-    if blocked {
-        let bytes = relayout.as_ref().map_or(x.bytes(), |c| c.out_bytes);
-        for name in ["pad", "copy", "slice"] {
-            kernels.push(small_relayout(name, dtype, bytes));
-        }
-    }
-    kernels.push(Kernel {
-        name: "convolution fusion",
-        work,
-        in_bytes: fusion_in + k.bytes(),
-        out_bytes: o.bytes(),
-        unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(dtype, &kernel) + logical_bytes(out_t, &out_dims),
-    });
-    // Output channels that do not fill the 128 lanes: the kernel writes a lane-padded result that a copy relayouts.
-    // So does a convolution that read a relayouted input: its result is in the copy's (H, W, N, C) order, and
-    // the entry result's is (N, H, W, C) (C25.conv2d_nhwc.001, 256 output channels: two copies after the fusion).
-    if blocked {
-        kernels.push(small_relayout("copy", out_t, o.bytes()));
-        kernels.push(small_relayout("slice fusion", out_t, o.bytes()));
-        if o.order.last() != Some(&3) {
-            kernels.push(conv_output_copy(out_t, out_dims, &o));
-        }
-    } else if (cout % 128 != 0 || relayout.is_some()) && o.order != FUSION_RESULT_ORDER {
-        kernels.push(conv_output_copy(out_t, out_dims, &o));
-    }
-    (kernels, flops)
-}
-
-/// Whether the compiler windows a convolution over blocks of image columns: a single image (batch 1) under a
-/// kernel wider than one tap. It pads the input, copies it into (H, N, W / 8, 8, C) blocks and slices the window
-/// out (three kernels before the fusion), then copies the result back and slices it (two after). Evidence:
-/// O0x228, bf16[1,64,64,3] (3x3): copy, pad, copy, slice, fusion, copy, loop fusion (the slice), copy, eight
-/// kernels of 1,730-14,349 cycles on v4; C25.conv2d_nhwc.005, bf16[1,56,56,64] (7x7, stride 2, channel-minor
-/// in and out): fusion (the pad), copy, slice, fusion, copy, fusion (the slice), 3,606-9,128 on v5e.
-fn conv_w_blocked(input: [u64; 4], kernel: [u64; 4]) -> bool {
-    input[0] == 1 && kernel[1] > 1
-}
-
-/// A relayout kernel of `bytes` in and out (the copies and slices around a column-blocked convolution). They keep
-/// the lane dim (C25.conv2d_nhwc.005's blocks bf16[56,1,8,8,64]{4,3,2,0,1} -> {4,2,3,0,1}: C stays minor), so
-/// they move rows (`VpuClass::RowRelayout`).
-fn small_relayout(name: &'static str, dtype: Dtype, bytes: u64) -> Kernel {
-    let elements = bytes * 8 / dtype.bits().max(1);
-    Kernel {
-        name,
-        work: Work::Vpu {
-            class: VpuClass::RowRelayout,
-            blocks: elements as f64 / VREG_ELEMENTS as f64,
-            elem_bytes: dtype.bytes(),
-        },
-        in_bytes: bytes,
-        out_bytes: bytes,
-        unpadded_bytes: 2 * bytes,
-    }
-}
-
-/// The physical order (H, W, N, C) of a convolution fusion's result, `{3,0,2,1}`. An entry result the compiler
-/// lays out so needs no copy, however narrow its channels: C25.conv2d_nhwc.012, bf16[31,26,26,320]{3,0,2,1}, and
-/// .013, bf16[7,17,17,419]{3,0,2,1}, are one fusion each on every chip.
-const FUSION_RESULT_ORDER: [usize; 4] = [1, 2, 0, 3];
-
-/// The copy of a convolution's result from the fusion's (H, W, N, C) order, C lane-padded, into the entry
-/// result's layout. When that layout is channel-minor the lanes stay as they are and only sublane rows move
-/// (`VpuClass::RowRelayout`): O0x219 and C25.conv2d_nhwc.001, f32 with 3,136 blocks each, cost the same on every
-/// chip (61,224 cycles on v4, 17,407 on v6e) and less than the bf16 O0x218's 3,136 (60,440, 25,053), which no
-/// lane-changing copy would. A result the compiler lays out W-minor (the 3-channel stems' `{2,3,1,0}`) moves C
-/// out of the lanes: a `VpuClass::Relayout` at the transposes' rate (O0x220: 81,760-208,012 cycles for 12,544).
-fn conv_output_copy(out_t: Dtype, out_dims: [u64; 4], o: &PaddedArray) -> Kernel {
-    let [nb, ho, wo, cout] = out_dims;
-    let internal = [nb, ho, wo, cout.div_ceil(128) * 128];
-    let class = if o.order.last() == Some(&3) {
-        VpuClass::RowRelayout
-    } else {
-        VpuClass::Relayout
-    };
-    Kernel {
-        name: "copy",
-        work: Work::Vpu {
-            class,
-            blocks: blocks(&tpu_padded(out_t, &internal)),
-            elem_bytes: out_t.bytes(),
-        },
-        in_bytes: o.bytes(),
-        out_bytes: o.bytes(),
-        unpadded_bytes: 2 * logical_bytes(out_t, &out_dims),
     }
 }

@@ -28,6 +28,7 @@
 
 pub mod calibration;
 pub mod chip;
+pub mod conv;
 pub mod cost;
 pub mod gather;
 pub mod lower;
