@@ -52,16 +52,21 @@ pub(crate) fn lower_conv(
     let mut kernels = Vec::new();
     let relayout = conv_input_relayout(input, dtype, &x);
     let rows_in_lanes = relayout.is_some() && conv_copy_lanes(input) == CopyLanes::Rows;
-    let fusion_in = relayout.as_ref().map_or(x.bytes(), |c| c.out_bytes);
+    let (fusion_in, in_t) = match &relayout {
+        Some(copy) => (copy.out_bytes, copy_dtype(dtype)),
+        None => (x.bytes(), dtype),
+    };
     kernels.extend(relayout);
     let blocked = conv_w_blocked(input, kernel, rows_in_lanes);
     if blocked {
-        for name in ["pad", "copy", "slice"] {
-            kernels.push(relayout_kernel(name, VpuClass::RowRelayout, dtype, fusion_in));
+        for name in ["pad", "copy"] {
+            kernels.push(relayout_kernel(name, VpuClass::RowRelayout, in_t, fusion_in));
         }
+        let halo = halo_bytes(fusion_in, w, kw);
+        kernels.push(relayout_kernel("slice", VpuClass::RowRelayout, in_t, halo));
     } else if rows_in_lanes {
         // A 1x1 kernel needs no halo: the rows-minor copy is copied once more, channels back into the lanes.
-        kernels.push(relayout_kernel("copy", VpuClass::Relayout, dtype, fusion_in));
+        kernels.push(relayout_kernel("copy", VpuClass::Relayout, in_t, fusion_in));
     }
     kernels.push(Kernel {
         name: "convolution fusion",
@@ -112,11 +117,7 @@ fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option
     if cin >= 8 && x.order.last() == Some(&3) {
         return None;
     }
-    let copy_t = if dtype == Dtype::Float32 {
-        Dtype::Bfloat16
-    } else {
-        dtype
-    };
+    let copy_t = copy_dtype(dtype);
     // Sublane tile of the channels when the lanes hold another dim: 4 rows for at most 4 (the stems'
     // T(4,128)), else 8.
     let tile = if cin <= 4 { 4 } else { 8 };
@@ -146,6 +147,16 @@ fn conv_input_relayout(input: [u64; 4], dtype: Dtype, x: &PaddedArray) -> Option
         out_bytes: (elements * copy_t.bits()).div_ceil(8),
         unpadded_bytes: logical_bytes(dtype, &input) + logical_bytes(copy_t, &input),
     })
+}
+
+/// The element type of a convolution's input copy: bf16 for an f32 input (the DEFAULT-precision fusion reads
+/// bf16: C25.conv2d_nhwc.001's f32[4,56,56,29] is copied to bf16[56,4,56,29]), else the input's.
+fn copy_dtype(dtype: Dtype) -> Dtype {
+    if dtype == Dtype::Float32 {
+        Dtype::Bfloat16
+    } else {
+        dtype
+    }
 }
 
 /// Which dim a convolution's input copy puts in the 128 lanes.
@@ -190,6 +201,20 @@ fn conv_copy_lanes(input: [u64; 4]) -> CopyLanes {
 /// the fusion and the result copy).
 fn conv_w_blocked(input: [u64; 4], kernel: [u64; 4], rows_in_lanes: bool) -> bool {
     kernel[1] > 1 && (input[0] == 1 || rows_in_lanes)
+}
+
+/// Column blocks of a column-blocked convolution: the compiler cuts the image columns into this many blocks.
+const COLUMN_BLOCKS: u64 = 8;
+
+/// The bytes a column-blocked convolution's slice moves: the halo, the `kw - 1` columns each block but the last
+/// shares with the next, out of `input_bytes` over `w` columns in [`COLUMN_BLOCKS`] blocks. Evidence, the slices'
+/// shapes: O0x228 (W 64 padded to 72, 3x3) bf16[64,1,8,9,3] -> [64,1,7,2,3]; C25.conv2d_nhwc.008 (W 28, 3x3)
+/// [28,1,8,4,303] -> [28,1,7,2,303]; .005 (W 56, 7x7) [56,1,8,8,64] -> [56,1,7,6,64]; .010 (W 112, 5x5)
+/// [112,4,8,14,166] -> [112,4,7,4,166].
+fn halo_bytes(input_bytes: u64, w: u64, kw: u64) -> u64 {
+    let block = w.div_ceil(COLUMN_BLOCKS).max(1);
+    let halo_columns = (COLUMN_BLOCKS - 1) * (kw - 1);
+    (input_bytes * halo_columns / (COLUMN_BLOCKS * block)).min(input_bytes)
 }
 
 /// A relayout kernel of `bytes` in and out (the copies and slices around a column-blocked convolution, the
