@@ -63,7 +63,15 @@ fn a_small_batch_with_rows_in_the_lanes_is_column_blocked() {
     let op = conv([4, 112, 112, 166], [5, 5, 166, 64], 2, "VALID", "float32");
     assert_eq!(
         names(&op, &v6e),
-        ["copy", "pad", "copy", "slice", "convolution fusion", "copy", "slice fusion"]
+        [
+            "copy",
+            "pad",
+            "copy",
+            "slice",
+            "convolution fusion",
+            "copy",
+            "slice fusion"
+        ]
     );
     let ks = kernels(&op, &v6e).unwrap();
     assert_eq!(vpu(&ks[0].work), (VpuClass::ConvInputCopy, 9408.0));
@@ -97,4 +105,19 @@ fn the_result_is_copied_whenever_its_entry_layout_is_not_the_fusions_order() {
     // O00224: a result laid out {3,0,2,1} (1,024 channels) stays the fusion alone.
     let op = conv([8, 14, 14, 256], [1, 1, 256, 1024], 1, "VALID", "bfloat16");
     assert_eq!(names(&op, &v4), ["convolution fusion"]);
+}
+
+#[test]
+fn a_column_blocked_slice_moves_only_the_halo() {
+    // C25.conv2d_nhwc.008: bf16[1,28,28,303] (3x3 SAME). The compiler cuts the 28 columns (padded to 32) into 8
+    // blocks of 4 and slices out the 2 (= kw - 1) columns each of the first 7 blocks shares with the next:
+    // [28,1,8,4,303] -> [28,1,7,2,303], 14 of 32 columns. The pad and the copy move the whole input, 28 rows x
+    // 32 columns x 384 lanes (303 padded) x 2 bytes = 688,128 bytes; the slice 688,128 x 14 / 32 = 301,056.
+    let v5p = ChipModel::preset("v5p").unwrap();
+    let op = conv([1, 28, 28, 303], [3, 3, 303, 64], 1, "SAME", "bfloat16");
+    let ks = kernels(&op, &v5p).unwrap();
+    assert_eq!((ks[0].name, ks[0].in_bytes), ("pad", 688_128));
+    assert_eq!((ks[1].name, ks[1].in_bytes), ("copy", 688_128));
+    assert_eq!((ks[2].name, ks[2].in_bytes), ("slice", 301_056));
+    assert_eq!(vpu(&ks[2].work), (VpuClass::RowRelayout, 301_056.0 / 2.0 / 1024.0));
 }

@@ -30,7 +30,8 @@ fn meets_error_targets_on_every_chip() {
     for (chip, s) in &per_chip {
         assert!(s.n >= 25, "{chip}: {} held-out records", s.n);
         assert!(s.median <= 0.15, "{chip}: median error {:.1}%", 100.0 * s.median);
-        assert!(s.p90 <= 0.40, "{chip}: p90 error {:.1}%", 100.0 * s.p90);
+        // Tightened from 40 %: 12.9-20.4 % per chip after the small-batch convolution rules.
+        assert!(s.p90 <= 0.25, "{chip}: p90 error {:.1}%", 100.0 * s.p90);
     }
     // No op kind may be badly off either: every kind's median within the per-chip target, but convolutions:
     // their 3 held-out cases (15 records) have a median of 35% (issue 25: stride and window rules the
@@ -68,12 +69,11 @@ fn corpus_heldout_meets_the_op_target() {
     assert_eq!(per_chip.len(), CHIP_NAMES.len());
     for (chip, s) in &per_chip {
         assert!(s.n >= 15, "{chip}: {} held-out records", s.n);
-        // Loosened from 15 % (v4 25 %): the corpus gained 55 convolution records (C25.conv2d_nhwc.004@v6e to
-        // .015, the generator's seed-25 run resumed), five held out per chip, and their windowing is not all
-        // modelled (a 1x1 stride-2 input copy that folds the rows into the lanes, C25.conv2d_nhwc.011; batch-1
-        // blocking copies). With them p90 is 16-29 % per chip; v4 also keeps its f32 decode matmuls with a
-        // K-minor weight in CMEM, 24-29 % under, and an int8 one widened on the VPU, 30 % over.
-        let p90 = 0.30;
+        // Loosened from 15 % when the corpus gained 55 convolution records (C25.conv2d_nhwc.004@v6e to .015), five
+        // held out per chip, then tightened from 30 % by the small-batch rules (`tensorcore::conv`: rows in the
+        // input copy's lanes, column blocking, the slice's halo, the result copy by layout): p90 13-24 % per chip.
+        // v4 keeps its f32 decode matmuls with a K-minor weight in CMEM, 24 % under, and an int8 one, 30 % over.
+        let p90 = 0.25;
         assert!(s.median <= 0.10, "{chip}: median error {:.1}%", 100.0 * s.median);
         assert!(s.p90 <= p90, "{chip}: p90 error {:.1}%", 100.0 * s.p90);
     }
