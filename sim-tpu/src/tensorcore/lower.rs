@@ -2,8 +2,8 @@
 //! does on padded tiles: HBM bytes in and out, VPU element blocks, MXU passes.
 
 use super::chip::ChipModel;
-use super::padding::{tpu_padded, PaddedArray};
 pub use super::conv::conv_out_dim;
+use super::padding::{tpu_padded, PaddedArray};
 use super::spec::{Checked, Dtype, EwKind, ReduceKind, TransposeKind};
 
 /// Elements in one f32 vreg (8 sublanes x 128 lanes): the unit VPU work is counted in.
