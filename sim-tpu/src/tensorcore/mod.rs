@@ -71,15 +71,29 @@ pub enum OpError {
     },
 }
 
+/// Lowers a validated op for `chip` (convolutions in [`conv`], the rest in [`lower`]); also returns its FLOPs.
+fn lower_op(op: &spec::Checked, chip: &ChipModel) -> (Vec<lower::Kernel>, u64) {
+    match *op {
+        spec::Checked::Conv {
+            input,
+            kernel,
+            stride,
+            padding,
+            dtype,
+        } => conv::lower_conv(input, kernel, stride, padding, dtype),
+        _ => lower::lower(op, chip),
+    }
+}
+
 /// The kernels `op` lowers to on `chip`, with their padded-tile work, before timing.
 pub fn kernels(op: &OpSpec, chip: &ChipModel) -> Result<Vec<lower::Kernel>, OpError> {
-    Ok(lower::lower(&op.check()?, chip).0)
+    Ok(lower_op(&op.check()?, chip).0)
 }
 
 /// Costs `op` on `chip`: cycles, time, FLOPs, HBM bytes (padded and logical), VMEM, bound and phases.
 pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
-    let (kernels, flops) = lower::lower(&checked, chip);
+    let (kernels, flops) = lower_op(&checked, chip);
     let layout = lower::mxu_layout(&checked);
     let mut hbm_bytes = 0;
     let mut hbm_bytes_unpadded = 0;
