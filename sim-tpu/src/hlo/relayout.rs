@@ -7,10 +7,9 @@
 //! Evidence (compiler corpus, `tools/corpus/compare_kernels.py`): 54 of the 79 conv and ResNet-block records
 //! (all chips) have a copy of the output's shape into `{3,2,1,0}` (e.g. conv.011 on v6e: a 5,388-cycle
 //! convolution fusion, then a 6,591-cycle copy of f32[9,17,17,145]); the others end in a stride-2 slice or a
-//! small-image layout the copy is folded into. The copy is an array relayout, timed by the op model's transpose
-//! (calibrated on the compiler's transposes: 43,135 cycles against the copy's 38,878 for bf16[5,56,56,128] on
-//! v4); the op model's 4-D relayout class fits worse (conv family median 143% against 102%). Loop bodies
-//! choose their own layouts, so only the entry graph pays it.
+//! small-image layout the copy is folded into. A copy that keeps the channel in the lanes moves rows only, timed
+//! as the op model's row relayout; one whose array the compiler lays out with another dimension in the lanes is
+//! a transpose ([`conv_copy_class`]). Loop bodies choose their own layouts, so only the entry graph pays it.
 
 use super::bytes::{dims_of, Sizer, MAX_UNTILED_BATCH};
 use super::fusion::{Group, KernelKind};
@@ -44,6 +43,9 @@ pub(super) fn copies_around(
             before.push(relayout_kernel(g, input, sizer, chip, "pad", in_class)?);
         }
         after.push(relayout_kernel(g, conv, sizer, chip, "crop", out_class)?);
+        if w.relayouted && w.padded {
+            after.push(relayout_kernel(g, conv, sizer, chip, "slice", out_class)?);
+        }
     }
     if let Some(input) = lane_moved_activation(g, k, sizer)? {
         before.push(relayout_kernel(g, input, sizer, chip, "relayout", VpuClass::Transpose)?);
@@ -177,6 +179,13 @@ fn batch_fills_sublanes(g: &Graph<'_>, conv: usize, out: usize) -> bool {
 /// v6e (bf16 N 2, 224 wide, 3x3): input copy 146,280 cycles, pad 279,125 and its mask 96,215, convolution
 /// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
 /// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
+///
+/// The crop of a relayouted and padded input's result is two passes: the windowed result's copy, then a kLoop
+/// `slice` fusion back to the output's width (the `crop` and `slice` kernels). Evidence (fit records, v5e): conv.024
+/// (bf16 N 5, 28 wide, 3x3) copy of bf16[28,40,4,317] 78,067 cycles and slice fusion to bf16[5,28,28,317] 25,670;
+/// conv.016 (N 3, 28 wide) 11,051 for its slice; conv.013 (N 2, 224 wide) 661,835; conv.005 (f32 N 7) 14,135; no
+/// slice where no pad was made (conv.018: the copy alone) nor after a strided 1x1 window's single crop (conv.023,
+/// .025).
 ///
 /// A 1x1 window whose stride divides the width reads its input through a strided slice, not a relayout copy, but
 /// is padded and cropped all the same. Evidence: conv.023 on v5e (bf16 N 1, 56 wide, stride 2): pad 13,635
@@ -374,9 +383,15 @@ fn relayout_kernel(
 /// (bf16[5,56,56,64] into `{3,1,2,0}` and the result back to `{3,2,1,0}`, 1,960 blocks each): 19.8 per block on
 /// v4, 8.4 on v6e, where the op model's transpose streams at 21.4 and 20.3 and its row relayout at 24.5 and 6.8;
 /// conv.026 (bf16[6,28,28,128] result copy, 672 blocks): 15.9 on v4, 10.2 on v6e; conv.005 (f32[7,33,33,128]
-/// result copy, 1,848 blocks): 12.6 on v4, 4.0 on v6e. Across the fit records of the conv and ResNet-block
-/// families the transpose put tpusim's copies at a median 1.44x the compiler's on v6e and 1.55x on tpu7x, 0.72x on
-/// v4: the chips where the two classes' rates differ most.
+/// result copy, 1,155 blocks): 20.1 on v4, 6.4 on v6e. Timed as transposes, tpusim's copies around convolutions
+/// were a median 1.44x the compiler's on v6e, 1.55x on tpu7x and 0.72x on v4 over the fit records of the conv and
+/// ResNet-block families; as row relayouts the entry output copies are 0.94x (v6e) to 1.17x (v4) (v5p 1.58x,
+/// whose fitted row rate is slower than its transpose's).
+///
+/// The side's minor dimension is the compiler's entry layout's, which puts the dimension padding least in the
+/// lanes: a result it lays out width-minor (conv.013, bf16[2,224,224,320] as `{2,3,1,0}`: 224 of 256 lanes
+/// against 320 of 384) is copied out of the convolution's channel-minor order by a transpose, 857,920 cycles on
+/// v6e.
 fn conv_copy_class(g: &Graph<'_>, conv: usize, v: usize, sizer: &Sizer) -> Result<VpuClass, HloError> {
     let Some(labels) = side_labels(g, conv, v) else {
         return Ok(VpuClass::Transpose);
