@@ -303,7 +303,11 @@ fn an_activation_laid_out_width_minor_is_transposed_first() {
             p.launch_cycles.round() as u64 + body.round() as u64,
             "{chip}"
         );
-        let channel_minor: Vec<String> = cost_on(&module(128), chip).kernels.into_iter().map(|k| k.name).collect();
+        let channel_minor: Vec<String> = cost_on(&module(128), chip)
+            .kernels
+            .into_iter()
+            .map(|k| k.name)
+            .collect();
         assert_eq!(channel_minor, ["y"], "{chip}");
     }
 }

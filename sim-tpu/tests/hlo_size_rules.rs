@@ -265,11 +265,7 @@ fn a_convolution_input_with_a_small_batch_is_relayouted_first() {
     for (dtype, n, bytes) in [("bf16", 2, 131_072u64), ("f32", 2, 262_144), ("bf16", 1, 65_536)] {
         let c = cost_on(&conv_module(dtype, n, 16), "v5e");
         let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
-        assert_eq!(
-            names,
-            ["x.relayout", "c", "c.crop", "c.relayout"],
-            "{dtype} N {n}"
-        );
+        assert_eq!(names, ["x.relayout", "c", "c.crop", "c.relayout"], "{dtype} N {n}");
         // Input and result have the same padded bytes here; each copy moves its array in and out.
         for i in [0, 2, 3] {
             assert_eq!(c.kernels[i].hbm_bytes, 2 * bytes, "{dtype} N {n}: {}", names[i]);

@@ -286,7 +286,9 @@ fn lane_moved_activation(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Opti
         {
             continue;
         }
-        let Some(labels) = side_labels(g, m, input) else { continue };
+        let Some(labels) = side_labels(g, m, input) else {
+            continue;
+        };
         if !labels.chars().any(|c| c.is_ascii_digit()) || !labels.starts_with('b') {
             continue;
         }
@@ -323,7 +325,14 @@ pub(super) fn gather_copies(
     }
     Ok((
         Some(relayout_kernel(g, table, sizer, chip, "relayout", VpuClass::Transpose)?),
-        Some(relayout_kernel(g, k.anchor, sizer, chip, "relayout", VpuClass::Transpose)?),
+        Some(relayout_kernel(
+            g,
+            k.anchor,
+            sizer,
+            chip,
+            "relayout",
+            VpuClass::Transpose,
+        )?),
     ))
 }
 
