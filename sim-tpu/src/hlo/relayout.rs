@@ -7,12 +7,11 @@
 //! Evidence (compiler corpus, `tools/corpus/compare_kernels.py`): 54 of the 79 conv and ResNet-block records
 //! (all chips) have a copy of the output's shape into `{3,2,1,0}` (e.g. conv.011 on v6e: a 5,388-cycle
 //! convolution fusion, then a 6,591-cycle copy of f32[9,17,17,145]); the others end in a stride-2 slice or a
-//! small-image layout the copy is folded into. The copy is an array relayout, timed by the op model's transpose
-//! (calibrated on the compiler's transposes: 43,135 cycles against the copy's 38,878 for bf16[5,56,56,128] on
-//! v4); the op model's 4-D relayout class fits worse (conv family median 143% against 102%). Loop bodies
-//! choose their own layouts, so only the entry graph pays it.
+//! small-image layout the copy is folded into. A copy that keeps the channel in the lanes moves rows only, timed
+//! as the op model's row relayout; one whose array the compiler lays out with another dimension in the lanes is
+//! a transpose ([`conv_copy_class`]). Loop bodies choose their own layouts, so only the entry graph pays it.
 
-use super::bytes::{Sizer, MAX_UNTILED_BATCH};
+use super::bytes::{dims_of, Sizer, MAX_UNTILED_BATCH};
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
 use super::ops::OpClass;
@@ -20,6 +19,7 @@ use super::{HloError, KernelCost};
 use crate::tensorcore::cost::time_kernel;
 use crate::tensorcore::lower::{Kernel, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::ChipModel;
+use crate::tiling::tpu_layout;
 use sim_core::layout::Shape;
 
 /// The copies the compiler adds before and after kernel `k` of the entry graph (convolution inputs and results,
@@ -34,17 +34,27 @@ pub(super) fn copies_around(
     let (mut before, mut after) = (Vec::new(), Vec::new());
     if let Some(w) = small_batch_conv(g, k) {
         let (input, conv) = (w.input, w.conv);
+        let in_class = conv_copy_class(g, conv, input, sizer)?;
+        let out_class = conv_copy_class(g, conv, conv, sizer)?;
         if w.relayouted {
-            before.push(relayout_kernel(g, input, sizer, chip, "relayout")?);
+            before.push(relayout_kernel(g, input, sizer, chip, "relayout", in_class)?);
         }
-        before.push(relayout_kernel(g, input, sizer, chip, "pad")?);
-        after.push(relayout_kernel(g, conv, sizer, chip, "crop")?);
+        if w.padded {
+            before.push(relayout_kernel(g, input, sizer, chip, "pad", in_class)?);
+        }
+        after.push(relayout_kernel(g, conv, sizer, chip, "crop", out_class)?);
+        if w.relayouted && w.padded {
+            after.push(relayout_kernel(g, conv, sizer, chip, "slice", out_class)?);
+        }
+    }
+    if let Some(input) = lane_moved_activation(g, k, sizer)? {
+        before.push(relayout_kernel(g, input, sizer, chip, "relayout", VpuClass::Transpose)?);
     }
     before.extend(table);
     if k.kind == KernelKind::Mxu {
         for (x, passes) in super::conv_backward::strided_gradient_windows(g, &k.members) {
             for _ in 0..passes {
-                before.push(relayout_kernel(g, x, sizer, chip, "window")?);
+                before.push(relayout_kernel(g, x, sizer, chip, "window", VpuClass::Transpose)?);
             }
         }
     }
@@ -69,7 +79,10 @@ pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Resul
         if w.relayouted {
             chain.push(x);
         }
-        chain.extend([x, y, y]);
+        if w.padded {
+            chain.push(x);
+        }
+        chain.extend([y, y]);
     }
     if let Some(conv) = copied_out_conv(g, k) {
         let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
@@ -108,9 +121,9 @@ pub(super) fn conv_output_relayout(
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Option<KernelCost>, HloError> {
-    if copied_out_conv(g, k).is_none() {
+    let Some(conv) = copied_out_conv(g, k) else {
         return Ok(None);
-    }
+    };
     let entry_outputs = g.outputs();
     let Some(&out) = k
         .outputs
@@ -119,7 +132,8 @@ pub(super) fn conv_output_relayout(
     else {
         return Ok(None);
     };
-    relayout_kernel(g, out, sizer, chip, "relayout").map(Some)
+    let class = conv_copy_class(g, conv, out, sizer)?;
+    relayout_kernel(g, out, sizer, chip, "relayout", class).map(Some)
 }
 
 /// Whether entry output `out` of convolution `conv`'s kernel (of the convolution's shape) has a batch that is a
@@ -166,6 +180,13 @@ fn batch_fills_sublanes(g: &Graph<'_>, conv: usize, out: usize) -> bool {
 /// 304,820, windowed-result copy 450,080 and crop 315,055, output copy 857,920; conv.009 (1x1 stride 2) pad
 /// 4,602, windowed-result copy 12,368 and crop 11,603; conv.005 (f32 N 7) pad 13,742, crop 3,846.
 ///
+/// The crop of a relayouted and padded input's result is two passes: the windowed result's copy, then a kLoop
+/// `slice` fusion back to the output's width (the `crop` and `slice` kernels). Evidence (fit records, v5e): conv.024
+/// (bf16 N 5, 28 wide, 3x3) copy of bf16[28,40,4,317] 78,067 cycles and slice fusion to bf16[5,28,28,317] 25,670;
+/// conv.016 (N 3, 28 wide) 11,051 for its slice; conv.013 (N 2, 224 wide) 661,835; conv.005 (f32 N 7) 14,135; no
+/// slice where no pad was made (conv.018: the copy alone) nor after a strided 1x1 window's single crop (conv.023,
+/// .025).
+///
 /// A 1x1 window whose stride divides the width reads its input through a strided slice, not a relayout copy, but
 /// is padded and cropped all the same. Evidence: conv.023 on v5e (bf16 N 1, 56 wide, stride 2): pad 13,635
 /// cycles, crop 5,827; conv.025 on v5e (N 1, 28 wide): pad 3,299, crop 3,320; no input copy in either.
@@ -200,6 +221,11 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
                 input,
                 conv: m,
                 relayouted,
+                // One padded copy serves every convolution of the input (a block's shortcut and first layer).
+                padded: g.users[input].iter().any(|&u| {
+                    let c = &g.nodes[u];
+                    c.class == OpClass::Convolution && c.operands.first() == Some(&input) && needs_pad(c, width)
+                }),
             });
         }
     }
@@ -214,6 +240,64 @@ struct SmallBatchConv {
     conv: usize,
     /// Whether the input is copied with the batch inside the spatial dimensions before it is padded.
     relayouted: bool,
+    /// Whether the input is padded to the window ([`needs_pad`]).
+    padded: bool,
+}
+
+/// Whether the compiler pads a small-batch convolution's input (width `width`) to its window: unless the window
+/// is unpadded with a unit stride and the width fills whole sublane tiles of 8 rows, when the windowed layout is
+/// the input's own. Evidence (compiler corpus, fit records, small-batch convolutions reading an entry parameter):
+/// no `pad` kernel for conv.018 (bf16 N 5, 56 wide, 1x1: input copy 16,451 cycles on v6e, convolution, result copy
+/// 12,163 and output copy 16,451) nor conv.031 (N 1, 224 wide, 1x1); a pad for every other one, the 1x1 windows
+/// included when the width is not a multiple of 8 (conv.026, 28 wide: `pad` to bf16[28,6,32,69], 5,644 cycles;
+/// resnet_block.019, 14 wide, to 16; resnet_block.024, 19 wide, to 24) or the window strided (conv.009, .023) or
+/// padded (every 3x3 and 7x7 window: conv.000, .005, .013, .016, .020, .024, .032). An input that several
+/// convolutions read is padded once if any of them needs it: resnet_block.014 (bf16 N 2, 56 wide) pads its input to
+/// bf16[56,2,64,512] for the 1x1 stride-2 shortcut, which the unstrided 1x1 first layer reads too.
+fn needs_pad(n: &super::graph::Node<'_>, width: i64) -> bool {
+    let padding = n.ins.attr("window").is_some_and(|w| {
+        w.trim_matches(|c| c == '{' || c == '}')
+            .split_whitespace()
+            .filter_map(|f| f.strip_prefix("pad="))
+            .any(|p| p.split(['_', 'x']).any(|v| v != "0"))
+    });
+    let strided = n.ins.window_field("stride").iter().any(|&v| v > 1);
+    padding || strided || width % 8 != 0
+}
+
+/// The entry parameter a convolution of MXU kernel `k` reads as its activation, when its batch fills the
+/// sublane tiles (no small-batch copies) but the compiler's entry layout for it puts a dimension other than the
+/// channel in the lanes (the one padding least, [`tpu_minor_dim`]): the convolution windows a channel-minor
+/// input, so a copy moves the channel into the lanes first, a transpose. Evidence (compiler corpus, fit record
+/// conv.010, bf16[25,112,112,64], 1x1 stride 2): the entry layout is `{2,3,1,0}` (W in the lanes: 112 pads less
+/// than 64 channels), and a copy into `{3,0,2,1}` takes 799,120 cycles on v6e before a 296,814-cycle convolution;
+/// no copy for the channel-minor inputs of conv.006 (325 channels), .021, .028 and every ResNet block.
+fn lane_moved_activation(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Option<usize>, HloError> {
+    if k.kind != KernelKind::Mxu || small_batch_conv(g, k).is_some() {
+        return Ok(None);
+    }
+    for &m in &k.members {
+        let n = &g.nodes[m];
+        let Some(&input) = n.operands.first() else { continue };
+        if n.class != OpClass::Convolution
+            || rank(&n.ins.shape) < 4
+            || g.nodes[input].ins.opcode != "parameter"
+            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+        {
+            continue;
+        }
+        let Some(labels) = side_labels(g, m, input) else {
+            continue;
+        };
+        if !labels.chars().any(|c| c.is_ascii_digit()) || !labels.starts_with('b') {
+            continue;
+        }
+        let minor = tpu_minor_dim(&g.nodes[input].ins.shape, sizer)?;
+        if minor.and_then(|i| labels.chars().nth(i)).is_some_and(|c| c != 'f') {
+            return Ok(Some(input));
+        }
+    }
+    Ok(None)
 }
 
 /// The copies around a gather from a table that fits on chip: the compiler first copies the whole table into
@@ -240,19 +324,27 @@ pub(super) fn gather_copies(
         return Ok((None, None));
     }
     Ok((
-        Some(relayout_kernel(g, table, sizer, chip, "relayout")?),
-        Some(relayout_kernel(g, k.anchor, sizer, chip, "relayout")?),
+        Some(relayout_kernel(g, table, sizer, chip, "relayout", VpuClass::Transpose)?),
+        Some(relayout_kernel(
+            g,
+            k.anchor,
+            sizer,
+            chip,
+            "relayout",
+            VpuClass::Transpose,
+        )?),
     ))
 }
 
-/// A copy of node `v`'s array into another layout, timed as the op model's transpose of as many elements; named
-/// `<v>.<what>`.
+/// A copy of node `v`'s array into another layout, timed as the op model's vector `class` (a transpose, or a
+/// row relayout when the lanes stay: [`conv_copy_class`]) of as many elements; named `<v>.<what>`.
 fn relayout_kernel(
     g: &Graph<'_>,
     v: usize,
     sizer: &Sizer,
     chip: &ChipModel,
     what: &str,
+    class: VpuClass,
 ) -> Result<KernelCost, HloError> {
     let node = &g.nodes[v];
     let s = sizer.shape(&node.ins.shape)?;
@@ -263,7 +355,7 @@ fn relayout_kernel(
     let kernel = Kernel {
         name: "copy",
         work: Work::Vpu {
-            class: VpuClass::Transpose,
+            class,
             blocks: s.padded_elements as f64 / VREG_ELEMENTS as f64,
             elem_bytes,
         },
@@ -288,6 +380,71 @@ fn relayout_kernel(
         // A copy the compiler adds computes no value of the module: a collective never waits on it.
         nodes: Vec::new(),
     })
+}
+
+/// The op model's class of a copy of `v` (convolution `conv`'s input, or its result or an epilogue value of the
+/// result's shape) around that convolution: the copies move the batch among the spatial dimensions, pad and crop
+/// the width, and never the minor dimension, so when that dimension is the channel (`f` in the convolution's
+/// labels for `v`'s side, as in every `b01f` program) the lanes stay as they are and only sublane rows move: the
+/// op model's row relayout (`VpuClass::RowRelayout`, its convolution result copy's class), not a transpose.
+///
+/// Evidence (compiler corpus, fit records, cycles per 1,024-element padded block of the copied array): conv.018
+/// (bf16[5,56,56,64] into `{3,1,2,0}` and the result back to `{3,2,1,0}`, 1,960 blocks each): 19.8 per block on
+/// v4, 8.4 on v6e, where the op model's transpose streams at 21.4 and 20.3 and its row relayout at 24.5 and 6.8;
+/// conv.026 (bf16[6,28,28,128] result copy, 672 blocks): 15.9 on v4, 10.2 on v6e; conv.005 (f32[7,33,33,128]
+/// result copy, 1,155 blocks): 20.1 on v4, 6.4 on v6e. Timed as transposes, tpusim's copies around convolutions
+/// were a median 1.44x the compiler's on v6e, 1.55x on tpu7x and 0.72x on v4 over the fit records of the conv and
+/// ResNet-block families; as row relayouts the entry output copies are 0.94x (v6e) to 1.17x (v4) (v5p 1.58x,
+/// whose fitted row rate is slower than its transpose's).
+///
+/// The side's minor dimension is the compiler's entry layout's, which puts the dimension padding least in the
+/// lanes: a result it lays out width-minor (conv.013, bf16[2,224,224,320] as `{2,3,1,0}`: 224 of 256 lanes
+/// against 320 of 384) is copied out of the convolution's channel-minor order by a transpose, 857,920 cycles on
+/// v6e.
+fn conv_copy_class(g: &Graph<'_>, conv: usize, v: usize, sizer: &Sizer) -> Result<VpuClass, HloError> {
+    let Some(labels) = side_labels(g, conv, v) else {
+        return Ok(VpuClass::Transpose);
+    };
+    let minor = tpu_minor_dim(&g.nodes[v].ins.shape, sizer)?;
+    let channel_minor = minor.and_then(|i| labels.chars().nth(i)) == Some('f');
+    Ok(if channel_minor {
+        VpuClass::RowRelayout
+    } else {
+        VpuClass::Transpose
+    })
+}
+
+/// Convolution `conv`'s dim labels for `v`: its input's when `v` is its first operand, its result's otherwise;
+/// `None` when they do not read or do not match `v`'s rank.
+fn side_labels<'a>(g: &'a Graph<'_>, conv: usize, v: usize) -> Option<&'a str> {
+    let node = &g.nodes[conv];
+    let (lhs, rest) = node.ins.attr("dim_labels")?.split_once('_')?;
+    let labels = if node.operands.first() == Some(&v) {
+        lhs
+    } else {
+        rest.split_once("->")?.1
+    };
+    (labels.chars().count() == rank(&g.nodes[v].ins.shape)).then_some(labels)
+}
+
+/// The dimension in the lanes (minor) of an array: its tiled layout's, or the compiler's entry layout for it
+/// ([`crate::tiling::tpu_layout`], which puts the dimension padding least in the lanes).
+fn tpu_minor_dim(s: &Shape, sizer: &Sizer) -> Result<Option<usize>, HloError> {
+    let Shape::Array(a) = s else { return Ok(None) };
+    let minor = |a: &sim_core::layout::ArrayShape| {
+        a.layout
+            .as_ref()
+            .and_then(|l| l.minor_to_major.first().copied())
+            .and_then(|d| usize::try_from(d).ok())
+    };
+    if a.layout.as_ref().is_some_and(|l| !l.tiles.is_empty()) {
+        return Ok(minor(a));
+    }
+    let dims: Vec<i64> = dims_of(s).iter().map(|&d| d as i64).collect();
+    match tpu_layout(a.element_type, &dims, sizer.chip()).map_err(|e| HloError::Unsupported(e.to_string()))? {
+        Shape::Array(laid) => Ok(minor(&laid)),
+        _ => Ok(None),
+    }
 }
 
 /// Whether convolution `n` has a 1x1 window whose stride (above 1) divides the image width `width`: the compiler
