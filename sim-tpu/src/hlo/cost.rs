@@ -723,6 +723,7 @@ fn mxu_pass(
     let spill = spill.max(strided);
     let m = w.0.m;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
+    let (work, residency) = super::narrow_result::narrow_transposed(work, residency);
     let transposed = work.m != m;
     let layout = super::mxu_layout::stationary_layout(g, node, work.batch, transposed, sizer)?;
     let pass = MxuPass {
