@@ -237,3 +237,29 @@ fn a_reduction_reading_two_matmul_kernels_is_an_output_of_the_later_one() {
         "v4: the sums add {added} cycles to y2's kernel, expected 0 to 16,094"
     );
 }
+
+/// A DCN cross layer `e = x * (x W) + x` and a second matmul `z = x V` on the same input x f32[63104,94]
+/// (weights [94,94]) on v5e. The cross-program prefetch takes a parameter only matmuls read: a weight, not `x`,
+/// which the cross layer also multiplies and adds (dcn_cross.001 on v5e: the 94 x 94 weight is prefetched). `x`
+/// is copied on chip for its later reader while the first kernel reading it streams it from HBM: that kernel
+/// moves at least x's padded bytes, 63,104 rows of 128 lanes of 4 bytes = 32,309,248 B, at least 32,309,248 /
+/// 491.018 = 65,800 cycles at v5e's HBM rate; the later one moves less than that (its weight and result only:
+/// 94 x 128 x 4 + 63,104 x 128 x 4 bytes at most).
+#[test]
+fn a_parameter_read_by_a_matmul_and_elementwise_ops_is_streamed_by_its_first_kernel_only() {
+    let text = "HloModule m\n\nENTRY main {\n  x = f32[63104,94]{1,0} parameter(0)\n  w = f32[94,94]{1,0} parameter(1)\n  \
+        v = f32[94,94]{1,0} parameter(2)\n  \
+        y = f32[63104,94]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+        m = f32[63104,94]{1,0} multiply(x, y)\n  e = f32[63104,94]{1,0} add(m, x)\n  \
+        z = f32[63104,94]{1,0} dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+        ROOT r = (f32[63104,94]{1,0}, f32[63104,94]{1,0}) tuple(e, z)\n}\n";
+    let c = cost_on(text, "v5e");
+    let x_bytes = 63_104u64 * 128 * 4;
+    let mut mxu: Vec<_> = c.kernels.iter().filter(|k| k.kind == KernelKind::Mxu).collect();
+    assert_eq!(mxu.len(), 2, "{:#?}", c.kernels);
+    mxu.sort_by_key(|k| k.start_cycle);
+    assert!(mxu[0].hbm_bytes >= x_bytes, "first reader moves {} B: {:#?}", mxu[0].hbm_bytes, mxu[0]);
+    assert!(mxu[0].cycles >= 65_800, "first reader {} cycles", mxu[0].cycles);
+    assert!(mxu[1].hbm_bytes < x_bytes + 94 * 128 * 4, "later reader moves {} B", mxu[1].hbm_bytes);
+    assert!(mxu[1].hbm_bytes <= x_bytes, "later reader moves {} B: {:#?}", mxu[1].hbm_bytes, mxu[1]);
+}
