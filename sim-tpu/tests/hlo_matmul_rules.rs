@@ -217,7 +217,13 @@ fn a_reduction_reading_two_matmul_kernels_is_an_output_of_the_later_one() {
         "(f32[], f32[256]{0}, f32[256]{0}, f32[4096,256]{1,0}) tuple(loss, bg, bg2, dz)",
     );
     let without = module("", "(f32[256]{0}, f32[4096,256]{1,0}) tuple(bg2, dz)");
-    let y2 = |c: &ModuleCost| c.kernels.iter().find(|k| k.name == "y2").expect("the kernel of y2").clone();
+    let y2 = |c: &ModuleCost| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == "y2")
+            .expect("the kernel of y2")
+            .clone()
+    };
     for chip in ["v4", "tpu7x"] {
         let c = cost_on(&with, chip);
         assert!(
@@ -228,7 +234,11 @@ fn a_reduction_reading_two_matmul_kernels_is_an_output_of_the_later_one() {
         assert_eq!(c.kernels.len(), 4, "{chip}: {:#?}", c.kernels);
         let second = y2(&c);
         for sum in ["loss", "bg"] {
-            assert!(second.instructions.iter().any(|i| i == sum), "{chip}: {:?}", second.instructions);
+            assert!(
+                second.instructions.iter().any(|i| i == sum),
+                "{chip}: {:?}",
+                second.instructions
+            );
         }
     }
     let added = y2(&cost_on(&with, "v4")).cycles as f64 - y2(&cost_on(&without, "v4")).cycles as f64;
@@ -247,7 +257,8 @@ fn a_reduction_reading_two_matmul_kernels_is_an_output_of_the_later_one() {
 /// 94 x 128 x 4 + 63,104 x 128 x 4 bytes at most).
 #[test]
 fn a_parameter_read_by_a_matmul_and_elementwise_ops_is_streamed_by_its_first_kernel_only() {
-    let text = "HloModule m\n\nENTRY main {\n  x = f32[63104,94]{1,0} parameter(0)\n  w = f32[94,94]{1,0} parameter(1)\n  \
+    let text =
+        "HloModule m\n\nENTRY main {\n  x = f32[63104,94]{1,0} parameter(0)\n  w = f32[94,94]{1,0} parameter(1)\n  \
         v = f32[94,94]{1,0} parameter(2)\n  \
         y = f32[63104,94]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
         m = f32[63104,94]{1,0} multiply(x, y)\n  e = f32[63104,94]{1,0} add(m, x)\n  \
@@ -258,8 +269,22 @@ fn a_parameter_read_by_a_matmul_and_elementwise_ops_is_streamed_by_its_first_ker
     let mut mxu: Vec<_> = c.kernels.iter().filter(|k| k.kind == KernelKind::Mxu).collect();
     assert_eq!(mxu.len(), 2, "{:#?}", c.kernels);
     mxu.sort_by_key(|k| k.start_cycle);
-    assert!(mxu[0].hbm_bytes >= x_bytes, "first reader moves {} B: {:#?}", mxu[0].hbm_bytes, mxu[0]);
+    assert!(
+        mxu[0].hbm_bytes >= x_bytes,
+        "first reader moves {} B: {:#?}",
+        mxu[0].hbm_bytes,
+        mxu[0]
+    );
     assert!(mxu[0].cycles >= 65_800, "first reader {} cycles", mxu[0].cycles);
-    assert!(mxu[1].hbm_bytes < x_bytes + 94 * 128 * 4, "later reader moves {} B", mxu[1].hbm_bytes);
-    assert!(mxu[1].hbm_bytes <= x_bytes, "later reader moves {} B: {:#?}", mxu[1].hbm_bytes, mxu[1]);
+    assert!(
+        mxu[1].hbm_bytes < x_bytes + 94 * 128 * 4,
+        "later reader moves {} B",
+        mxu[1].hbm_bytes
+    );
+    assert!(
+        mxu[1].hbm_bytes <= x_bytes,
+        "later reader moves {} B: {:#?}",
+        mxu[1].hbm_bytes,
+        mxu[1]
+    );
 }
