@@ -176,3 +176,115 @@ fn a_softmax_over_a_matmuls_logits_makes_one_kernel_per_pass() {
         }
     }
 }
+
+/// Two DCN cross layers `h = x * (x W1) + x`, `e = x * (h W2) + h` (f32[4096,256], weights [256,256]) and their
+/// backward pass on the loss `sum(e * e)`: `dx = x * (c e)`, its bias gradient `sum(dx)` over the rows, `dh = dx
+/// W2^T`, `dx2 = x * (c e + dh)` with its own bias gradient and `dz = dx2 W1^T`. `e` is recomputed by each kernel
+/// reading it (cheap elementwise ops), so the kernel summing the loss and the first bias gradient reads the second
+/// matmul's result and the first's (`h = x * y1 + x` recomputed), both written before it runs. The compiler
+/// computes such sums and `dx` in the later matmul's output fusion (dcn_cross.016 on tpu7x, f32[17408,102]: its
+/// `fusion.8` writes `(f32[102], f32[], f32[102], f32[17408,102])`, 9,992 cycles, where tpusim's reduce kernel
+/// re-read the matmul's result for 9,874 cycles beside it). So the module has only its four matmul kernels, the
+/// second computing the loss and `bg`. Fused, these run on tiles in registers: `m2`, `e`, `g`, `dx`, `sq`, the
+/// loss and the row sum over f32[4096,256] (1,024 vregs of 1,024 elements), seven vreg ops per vreg at one per
+/// cycle, 7,168 cycles, plus writing `dx` (4 MiB) out, at most 4,194,304 / 469.9 = 8,926 cycles at v4's HBM rate:
+/// the second kernel costs at most 16,094 cycles more than in the module without the sums (where it computes
+/// `y2` alone).
+#[test]
+fn a_reduction_reading_two_matmul_kernels_is_an_output_of_the_later_one() {
+    let module = |sums: &str, root: &str| {
+        format!(
+            "HloModule m\n\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+             ENTRY main {{\n  x = f32[4096,256]{{1,0}} parameter(0)\n  w1 = f32[256,256]{{1,0}} parameter(1)\n  \
+             w2 = f32[256,256]{{1,0}} parameter(2)\n  \
+             y1 = f32[4096,256]{{1,0}} dot(x, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+             m1 = f32[4096,256]{{1,0}} multiply(x, y1)\n  h = f32[4096,256]{{1,0}} add(m1, x)\n  \
+             y2 = f32[4096,256]{{1,0}} dot(h, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+             m2 = f32[4096,256]{{1,0}} multiply(x, y2)\n  e = f32[4096,256]{{1,0}} add(m2, h)\n  \
+             zero = f32[] constant(0)\n  c = f32[] constant(1.9e-06)\n  \
+             cb = f32[4096,256]{{1,0}} broadcast(c), dimensions={{}}\n  \
+             g = f32[4096,256]{{1,0}} multiply(e, cb)\n  dx = f32[4096,256]{{1,0}} multiply(x, g)\n{sums}  \
+             dh = f32[4096,256]{{1,0}} dot(dx, w2), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}\n  \
+             s2 = f32[4096,256]{{1,0}} add(g, dh)\n  dx2 = f32[4096,256]{{1,0}} multiply(x, s2)\n  \
+             bg2 = f32[256]{{0}} reduce(dx2, zero), dimensions={{0}}, to_apply=add\n  \
+             dz = f32[4096,256]{{1,0}} dot(dx2, w1), lhs_contracting_dims={{1}}, rhs_contracting_dims={{1}}\n  \
+             ROOT r = {root}\n}}\n"
+        )
+    };
+    let with = module(
+        "  sq = f32[4096,256]{1,0} multiply(e, e)\n  loss = f32[] reduce(sq, zero), dimensions={0,1}, to_apply=add\n  \
+         bg = f32[256]{0} reduce(dx, zero), dimensions={0}, to_apply=add\n",
+        "(f32[], f32[256]{0}, f32[256]{0}, f32[4096,256]{1,0}) tuple(loss, bg, bg2, dz)",
+    );
+    let without = module("", "(f32[256]{0}, f32[4096,256]{1,0}) tuple(bg2, dz)");
+    let y2 = |c: &ModuleCost| {
+        c.kernels
+            .iter()
+            .find(|k| k.name == "y2")
+            .expect("the kernel of y2")
+            .clone()
+    };
+    for chip in ["v4", "tpu7x"] {
+        let c = cost_on(&with, chip);
+        assert!(
+            c.kernels.iter().all(|k| k.kind == KernelKind::Mxu),
+            "{chip}: a kernel besides the matmuls': {:#?}",
+            c.kernels
+        );
+        assert_eq!(c.kernels.len(), 4, "{chip}: {:#?}", c.kernels);
+        let second = y2(&c);
+        for sum in ["loss", "bg"] {
+            assert!(
+                second.instructions.iter().any(|i| i == sum),
+                "{chip}: {:?}",
+                second.instructions
+            );
+        }
+    }
+    let added = y2(&cost_on(&with, "v4")).cycles as f64 - y2(&cost_on(&without, "v4")).cycles as f64;
+    assert!(
+        (0.0..=16_094.0).contains(&added),
+        "v4: the sums add {added} cycles to y2's kernel, expected 0 to 16,094"
+    );
+}
+
+/// A DCN cross layer `e = x * (x W) + x` and a second matmul `z = x V` on the same input x f32[63104,94]
+/// (weights [94,94]) on v5e. The cross-program prefetch takes a parameter only matmuls read: a weight, not `x`,
+/// which the cross layer also multiplies and adds (dcn_cross.001 on v5e: the 94 x 94 weight is prefetched). `x`
+/// is copied on chip for its later reader while the first kernel reading it streams it from HBM: that kernel
+/// moves at least x's padded bytes, 63,104 rows of 128 lanes of 4 bytes = 32,309,248 B, at least 32,309,248 /
+/// 491.018 = 65,800 cycles at v5e's HBM rate; the later one moves less than that (its weight and result only:
+/// 94 x 128 x 4 + 63,104 x 128 x 4 bytes at most).
+#[test]
+fn a_parameter_read_by_a_matmul_and_elementwise_ops_is_streamed_by_its_first_kernel_only() {
+    let text =
+        "HloModule m\n\nENTRY main {\n  x = f32[63104,94]{1,0} parameter(0)\n  w = f32[94,94]{1,0} parameter(1)\n  \
+        v = f32[94,94]{1,0} parameter(2)\n  \
+        y = f32[63104,94]{1,0} dot(x, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+        m = f32[63104,94]{1,0} multiply(x, y)\n  e = f32[63104,94]{1,0} add(m, x)\n  \
+        z = f32[63104,94]{1,0} dot(x, v), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+        ROOT r = (f32[63104,94]{1,0}, f32[63104,94]{1,0}) tuple(e, z)\n}\n";
+    let c = cost_on(text, "v5e");
+    let x_bytes = 63_104u64 * 128 * 4;
+    let mut mxu: Vec<_> = c.kernels.iter().filter(|k| k.kind == KernelKind::Mxu).collect();
+    assert_eq!(mxu.len(), 2, "{:#?}", c.kernels);
+    mxu.sort_by_key(|k| k.start_cycle);
+    assert!(
+        mxu[0].hbm_bytes >= x_bytes,
+        "first reader moves {} B: {:#?}",
+        mxu[0].hbm_bytes,
+        mxu[0]
+    );
+    assert!(mxu[0].cycles >= 65_800, "first reader {} cycles", mxu[0].cycles);
+    assert!(
+        mxu[1].hbm_bytes < x_bytes + 94 * 128 * 4,
+        "later reader moves {} B",
+        mxu[1].hbm_bytes
+    );
+    assert!(
+        mxu[1].hbm_bytes <= x_bytes,
+        "later reader moves {} B: {:#?}",
+        mxu[1].hbm_bytes,
+        mxu[1]
+    );
+}

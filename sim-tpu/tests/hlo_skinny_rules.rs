@@ -143,3 +143,32 @@ fn an_epilogue_reads_its_residual_from_hbm() {
         );
     }
 }
+
+/// `y = x W` summed over its rows, x f32[29824,169] (the larger operand, prefetched on chip) and W [169,N]: the
+/// sum joins the matmul's kernel, so the kernel writes only f32[N] and its cost is the MXU's and the epilogue's.
+fn row_sum_module(n: u64) -> String {
+    format!(
+        "HloModule m\n\nadd {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+         ENTRY main {{\n  x = f32[29824,169]{{1,0}} parameter(0)\n  w = f32[169,{n}]{{1,0}} parameter(1)\n  \
+         y = f32[29824,{n}]{{1,0}} dot(x, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+         zero = f32[] constant(0)\n  ROOT s = f32[{n}]{{0}} reduce(y, zero), dimensions={{0}}, to_apply=add\n}}\n"
+    )
+}
+
+/// A result 84 columns wide over 29,824 rows is computed transposed (mlp.013's first layer, whose compiler fusion
+/// costs 6,064 cycles on v6e). Untransposed, N = 84 and N = 128 both take one MXU pass per row (29,824 rows over
+/// v6e's four 256-wide MXUs, one contracting block of 169 <= 256: 7,456 cycles) and fill the same 128-lane result
+/// tiles, so they would cost the same; transposed, 84 rows (88 padded) make ceil(29,824 / 256) = 117 column
+/// passes, 88 x 117 / 4 = 2,574 cycles: N = 84 costs less. N = 130 fills more than a lane tile's 128 columns and
+/// is not transposed: it costs at least N = 128's.
+#[test]
+fn a_result_narrower_than_the_lanes_is_computed_transposed() {
+    let cost = |n: u64| {
+        let c = cost_on(&row_sum_module(n), "v6e");
+        assert_eq!(c.kernels.len(), 1, "N = {n}: {:#?}", c.kernels);
+        c.total_cycles
+    };
+    let (narrow, full, wide) = (cost(84), cost(128), cost(130));
+    assert!(narrow < full, "N = 84 {narrow} cycles, N = 128 {full}");
+    assert!(wide >= full, "N = 130 {wide} cycles, N = 128 {full}");
+}

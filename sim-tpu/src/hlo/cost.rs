@@ -723,6 +723,7 @@ fn mxu_pass(
     let spill = spill.max(strided);
     let m = w.0.m;
     let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
+    let (work, residency) = super::narrow_result::narrow_transposed(work, residency);
     let transposed = work.m != m;
     let layout = super::mxu_layout::stationary_layout(g, node, work.batch, transposed, sizer)?;
     let pass = MxuPass {
@@ -1205,12 +1206,16 @@ fn cost_graph(
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
     let mut in_vmem = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true, &[])?.in_vmem;
+    // Parameters the first kernel reading them streams from HBM, on chip for the later ones.
+    let mut streamed_once = BTreeMap::new();
     if control.depth == 0 {
         let cross = super::prefetch::cross_program_prefetch(g, sizer, chip)?;
         in_vmem.extend(cross);
         in_vmem.extend(super::operand_prefetch::prefetched_operands(
             g, &groups, cross, sizer, chip,
         )?);
+        streamed_once = super::operand_prefetch::streamed_once(g, &groups, cross, sizer, chip)?;
+        in_vmem.extend(streamed_once.keys());
     }
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
@@ -1220,7 +1225,7 @@ fn cost_graph(
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
-    for k in &groups {
+    for (at, k) in groups.iter().enumerate() {
         let anchor = &g.nodes[k.anchor];
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
@@ -1249,7 +1254,17 @@ fn cost_graph(
                 nested_temp = nested_temp.max(n.temp);
                 nested_kernel(g, k, kind, &n, times)
             }
-            _ => cost_kernel(g, k, sizer, chip, hp, (&in_vmem, &state), &mut unmodelled)?,
+            _ => {
+                let streamed: BTreeSet<usize> = streamed_once.iter().filter(|e| *e.1 == at).map(|e| *e.0).collect();
+                let own;
+                let placed = if streamed.is_empty() {
+                    &in_vmem
+                } else {
+                    own = in_vmem.difference(&streamed).copied().collect::<BTreeSet<usize>>();
+                    &own
+                };
+                cost_kernel(g, k, sizer, chip, hp, (placed, &state), &mut unmodelled)?
+            }
         };
         let (before, mut after) = if control.depth == 0 {
             super::relayout::copies_around(g, k, sizer, chip)?

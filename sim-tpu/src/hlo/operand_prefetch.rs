@@ -14,6 +14,8 @@
 //! HBM alone takes 52,000 (tpusim streamed it: 57,344 cycles). mlp.002 on v6e: the 40.7 MB second weight, over
 //! half of the 55 MiB the 43 MB cross-program prefetch leaves, stays in HBM (its kernel: 106,624 cycles).
 
+use std::collections::BTreeMap;
+
 use super::bytes::Sizer;
 use super::fusion::Group;
 use super::graph::Graph;
@@ -54,9 +56,46 @@ pub(super) fn prefetched_operands(
     Ok(out)
 }
 
+/// The entry parameters besides `cross` that a matmul reads and other ops read too (a cross layer's input `x`,
+/// multiplied and added in the epilogue), within half the prefetch budget `cross` leaves, with the index of the
+/// first of `kernels` reading them: that kernel streams such a parameter from HBM while the compiler copies it on
+/// chip (`copy-start`) for every later reader. Evidence (dcn_cross.016 on tpu7x and v5e, dcn_cross.003 on v6e,
+/// dcn_cross.001 on v5e, fit records): the input `args_6_` (f32[17408,102]) is read from HBM by the first cross
+/// layer's fusion and through `copy-done.2` (`S(1)`) by the five later fusions reading it.
+pub(super) fn streamed_once(
+    g: &Graph<'_>,
+    kernels: &[Group],
+    cross: Option<usize>,
+    sizer: &Sizer,
+    chip: &ChipModel,
+) -> Result<BTreeMap<usize, usize>, HloError> {
+    let cross_bytes = match cross {
+        Some(c) => sizer.shape(&g.nodes[c].ins.shape)?.padded_bytes,
+        None => 0,
+    };
+    let left = chip.prefetch_budget_bytes.saturating_sub(cross_bytes);
+    let mut out = BTreeMap::new();
+    for (i, n) in g.nodes.iter().enumerate() {
+        let mixed = n.ins.opcode == "parameter"
+            && n.param.is_some()
+            && Some(i) != cross
+            && g.users[i]
+                .iter()
+                .any(|&u| matches!(g.nodes[u].class, OpClass::Dot | OpClass::Convolution))
+            && !read_by_matmuls_only(g, i);
+        if !mixed || sizer.shape(&n.ins.shape)?.padded_bytes.saturating_mul(2) > left {
+            continue;
+        }
+        if let Some(first) = kernels.iter().position(|k| k.inputs.contains(&i)) {
+            out.insert(i, first);
+        }
+    }
+    Ok(out)
+}
+
 /// Whether every reader of node `i` is a dot or convolution, directly or through one transpose, reshape or
 /// bitcast whose readers all are.
-fn read_by_matmuls_only(g: &Graph<'_>, i: usize) -> bool {
+pub(super) fn read_by_matmuls_only(g: &Graph<'_>, i: usize) -> bool {
     let mxu = |u: usize| matches!(g.nodes[u].class, OpClass::Dot | OpClass::Convolution);
     let through = |u: usize| {
         matches!(g.nodes[u].ins.opcode.as_str(), "transpose" | "reshape" | "bitcast")
