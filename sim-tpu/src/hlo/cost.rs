@@ -344,8 +344,6 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
     Ok(match node.class {
         OpClass::Elementwise => ((0.0, out), n),
         OpClass::Relayout => ((out, out), 0),
-        // A divide by a constant is a multiply by its reciprocal ([`super::drain`]).
-        OpClass::Transcendental if super::drain::divides_by_constant(g, node) => ((0.0, out), n),
         OpClass::Transcendental => ((out, out), n),
         OpClass::Movement => match node.ins.opcode.as_str() {
             // In place: only the update moves.

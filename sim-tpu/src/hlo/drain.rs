@@ -1,5 +1,5 @@
-//! How an MXU kernel's epilogue treats its matmul result: a 16-bit result only widened back to f32 inside the
-//! kernel is drained as the f32 accumulator, and a divide by a constant is a multiply.
+//! How an MXU kernel drains its matmul result: a 16-bit result only widened back to f32 inside the kernel is
+//! drained as the f32 accumulator.
 //!
 //! The op model's drain rates (`mm_out_16bit`, `mm_out_32bit`) were fitted on standalone matmuls storing their
 //! result; a 16-bit store packs two f32 accumulator tiles into one (v5e: 15.3 cycles per 1,024 results against
@@ -10,14 +10,12 @@
 //! Evidence (compiler corpus, optimized modules): attention.000@v5e (bf16 scores [2,8,885,885], 12,432
 //! f32 blocks): the compiler's kOutput fusion computing the scores, their convert, scale, mask, row max, exp and
 //! row sum costs 51,491 cycles, 4.1 per block, where the 16-bit drain alone took tpusim's window plan 108,144
-//! (8.3 per block); attention.017@v5e 43,792 for 10,368 blocks (4.2). Its `div` by the constant 8 is
-//! `multiply(x, 0.125)` in the compiler's module: the algebraic simplifier turns a divide by a constant into a
-//! multiply by its reciprocal, an elementwise op, not a divide on the transcendental unit.
+//! (8.3 per block); attention.017@v5e 43,792 for 10,368 blocks (4.2).
 
 use sim_core::layout::Shape;
 
 use super::fusion::Group;
-use super::graph::{Graph, Node};
+use super::graph::Graph;
 
 /// The result width (bits) dot `m` of kernel `k` drains at: 32 when its result is 16-bit and every reader is a
 /// convert to a 32-bit type inside `k` (and the result is not written out), else its own.
@@ -34,19 +32,6 @@ pub(super) fn drained_bits(g: &Graph<'_>, k: &Group, m: usize, own_bits: u64) ->
     } else {
         own_bits
     }
-}
-
-/// Whether `node` divides by a constant (a scalar constant, or a broadcast of one): the compiler multiplies by
-/// the reciprocal instead.
-pub(super) fn divides_by_constant(g: &Graph<'_>, node: &Node<'_>) -> bool {
-    if node.ins.opcode != "divide" {
-        return false;
-    }
-    let Some(&d) = node.operands.get(1) else { return false };
-    let divisor = &g.nodes[d];
-    let is_const = |n: &Node<'_>| n.ins.opcode == "constant";
-    is_const(divisor)
-        || (divisor.ins.opcode == "broadcast" && divisor.operands.first().is_some_and(|&c| is_const(&g.nodes[c])))
 }
 
 fn bits(s: &Shape) -> u64 {
