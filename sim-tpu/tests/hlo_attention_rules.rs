@@ -41,7 +41,9 @@ fn bare_v5p() -> (ChipModel, HloParams) {
 /// kernel per pass, softmax_xent.012@v6e) runs after it and gives `exp(x - m)` and its sum a pass of their own;
 /// the compiler corpus's held-out programs favour this order (all chips 14.2 % median against 14.7 % with the
 /// pass rule first, v5p temp 27.7 % against 42 %), though attention.002@v5e itself keeps the sum in the dot's
-/// kernel: the two rules' evidence disagrees on short 16-bit rows, and the corpus decides. Three kernels: `s`
+/// kernel: the two rules' evidence disagrees on short 16-bit rows, and the corpus decides. Here the dot contracts
+/// 128 elements, a full MXU pass deep, so the one-pass rule (`rowstats::one_pass`, head dims 64 and 96 only:
+/// attention.015 and .016 with 128 write their scores on four chips) does not apply. Three kernels: `s`
 /// with `rm`; `e` with `l` (recomputing `x` from `s`); the second dot. Temp (no on-chip temporaries), at the
 /// reduce kernel: `s` (8 x 128 x 128 x 2 B = 256 KiB) and `rm` (8 x 128 x 4 B = 4 KiB) read, `e` (512 KiB f32)
 /// and `l` (4 KiB) written: 776 KiB = 794,624 B, 48.5 granules of 16 KiB, so 49 x 16,384 = 802,816 B.
@@ -118,4 +120,100 @@ fn temporaries_are_allocated_in_16_kib_granules() {
     let c = cost_module_with(&HloModule::parse(text).unwrap(), &chip, &hp).unwrap();
     assert_eq!(c.kernels.len(), 2, "{:?}", c.kernels);
     assert_eq!(c.temp_bytes, 16_384);
+}
+
+/// [`ATTENTION`] with head dim 64 (q, k, v bf16[8,128,64]): the scores' dot contracts 64 elements, less than one
+/// MXU pass deep, both its operands are entry parameters, and its rows (128) are whole in one window, so the
+/// compiler computes the row max (its `reduce-window` over the whole row), `exp(s - m)` and the row sum in the
+/// dot's own kernel, one pass (attention.000@v5e: `fusion.12`, 51,491 cycles). Two kernels: the scores with
+/// their statistics, then `e v / l`.
+fn one_pass_attention() -> String {
+    ATTENTION
+        .replace("q = bf16[8,128,128]{2,1,0}", "q = bf16[8,128,64]{2,1,0}")
+        .replace("k = bf16[8,128,128]{2,1,0}", "k = bf16[8,128,64]{2,1,0}")
+        .replace("v = bf16[8,128,128]{2,1,0}", "v = bf16[8,128,64]{2,1,0}")
+        .replace("ROOT o = bf16[8,128,128]{2,1,0}", "ROOT o = bf16[8,128,64]{2,1,0}")
+}
+
+/// The one-pass kernel's cycles, with the fused-op rate raised so its vector work bounds it: the exp and sum
+/// sweep the tiles the kernel writes once, not once per op. It writes `e` (f32[8,128,128]: 128 blocks of 1,024)
+/// and `l` (f32[8,128]: one tile of 8 x 128, 1 block): 129 blocks x 1,000 cycles = 129,000, where one op per
+/// block (scale, max, exp, sum) would be four times that. No on-chip temporaries, so both go to HBM after it:
+/// 524,288 + 4,096 bytes at the HBM rate, plus the MXU launch scaled by `launch_factor`.
+#[test]
+fn row_statistics_of_shallow_batched_scores_are_one_pass() {
+    let (chip, mut hp) = bare_v5p();
+    hp.vmem_temp_bytes = 0;
+    hp.mxu_fused_op_cycles = Some(1000.0);
+    let c = cost_module_with(&HloModule::parse(&one_pass_attention()).unwrap(), &chip, &hp).unwrap();
+    let kinds: Vec<KernelKind> = c.kernels.iter().map(|k| k.kind).collect();
+    assert_eq!(kinds, [KernelKind::Mxu, KernelKind::Mxu], "{:?}", c.kernels);
+    let has = |k: usize, name: &str| c.kernels[k].instructions.iter().any(|i| i == name);
+    assert!(
+        has(0, "s") && has(0, "rm") && has(0, "e") && has(0, "l"),
+        "{:?}",
+        c.kernels[0]
+    );
+    let launch = (chip.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0)).round() as u64;
+    let epilogue = (524_288.0 + 4_096.0) / hp.hbm_bytes_per_cycle;
+    let expected = launch + (129_000.0 + epilogue).round() as u64;
+    assert_eq!(c.kernels[0].cycles, expected, "{:?}", c.kernels[0]);
+}
+
+/// The same one-pass softmax over scores whose operands another kernel writes (q is `exp` of a parameter, a
+/// loop kernel of its own): as in every transformer block of the corpus, the scores' statistics make a pass of
+/// their own after the dot's kernel. Three kernels after the exp's (dot with max, exp with sum, the second dot).
+#[test]
+fn scores_of_computed_operands_keep_their_passes() {
+    let text = one_pass_attention()
+        .replace("q = bf16[8,128,64]{2,1,0} parameter(0)", "q0 = bf16[8,128,64]{2,1,0} parameter(0)\n  q = bf16[8,128,64]{2,1,0} exponential(q0)\n  qq = bf16[8,128,64]{2,1,0} add(q, q)")
+        .replace("dot(q, k)", "dot(qq, k)")
+        .replace("ROOT o = bf16[8,128,64]{2,1,0} dot(pb, v)", "o = bf16[8,128,64]{2,1,0} dot(pb, v)\n  ROOT t = (bf16[8,128,64]{2,1,0}, bf16[8,128,64]{2,1,0}) tuple(o, q)");
+    let (chip, hp) = bare_v5p();
+    let c = cost_module_with(&HloModule::parse(&text).unwrap(), &chip, &hp).unwrap();
+    let mxu: Vec<&str> = c
+        .kernels
+        .iter()
+        .filter(|k| k.kind == KernelKind::Mxu)
+        .map(|k| k.name.as_str())
+        .collect();
+    assert_eq!(mxu.len(), 2, "{:?}", c.kernels);
+    assert!(
+        c.kernels
+            .iter()
+            .any(|k| k.kind == KernelKind::Reduce && k.instructions.iter().any(|i| i == "l")),
+        "{:?}",
+        c.kernels
+    );
+}
+
+/// A batched bf16 product `s` whose only reader in its kernel is a convert to f32 (the scores before their
+/// scale) drains as the f32 accumulator: on v5e the op model's 16-bit drain costs 15.3 cycles per 1,024
+/// results and the f32 drain none, and the compiler's attention.000@v5e kernel (51,491 cycles for 12,432
+/// blocks) has no room for the 16-bit one. So the kernel costs what the same kernel with an f32 product costs;
+/// writing the bf16 product out as well (a second output) keeps the 16-bit drain, and costs more.
+#[test]
+fn a_16_bit_product_widened_in_its_kernel_drains_as_f32() {
+    let module = |dot: &str, extra: &str| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  a = bf16[16,256,128]{{2,1,0}} parameter(0)\n  b = bf16[16,128,256]{{2,1,0}} parameter(1)\n  \
+             s = {dot}[16,256,256]{{2,1,0}} dot(a, b), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}\n  \
+             f = f32[16,256,256]{{2,1,0}} convert(s)\n  y = f32[16,256,256]{{2,1,0}} maximum(f, f)\n  \
+             ROOT t = ({extra}f32[16,256,256]{{2,1,0}}) tuple({}y)\n}}\n",
+            if extra.is_empty() { "" } else { "s, " }
+        )
+    };
+    let chip = ChipModel::preset("v5e").unwrap();
+    let cost = |text: &str| cost_module(&HloModule::parse(text).unwrap(), &chip).unwrap();
+    let widened = cost(&module("bf16", ""));
+    let f32_product = cost(&module("f32", ""));
+    assert_eq!(widened.kernels.len(), 1, "{:?}", widened.kernels);
+    assert_eq!(widened.total_cycles, f32_product.total_cycles);
+    let stored = cost(&module("bf16", "bf16[16,256,256]{2,1,0}, "));
+    assert!(
+        stored.total_cycles > widened.total_cycles,
+        "{} {}",
+        stored.total_cycles,
+        widened.total_cycles
+    );
 }

@@ -554,6 +554,10 @@ fn cost_kernel(
             }
         }
     }
+    // Row statistics in the matmul's own pass sweep the result tiles once ([`super::rowstats::one_pass`]).
+    if k.kind == KernelKind::Mxu && super::rowstats::one_pass(g, k) {
+        vpu = super::rowstats::one_pass_vector_cycles(max_blocks, hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles));
+    }
     let scoped = chip.scoped_vmem_bytes;
     // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
     if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
@@ -691,6 +695,7 @@ fn mxu_pass(
     hp: &HloParams,
     in_vmem: &BTreeSet<usize>,
 ) -> Result<(MxuPass, u64), HloError> {
+    let m_node = m;
     let node = &g.nodes[m];
     let w = mxu_work(g, node).ok_or_else(|| {
         HloError::Unsupported(format!(
@@ -722,7 +727,10 @@ fn mxu_pass(
     let strided = super::conv_strided::strided_input_cycles(g, node, residency.lhs, sizer, hp.hbm_bytes_per_cycle)?;
     let spill = spill.max(strided);
     let m = w.0.m;
-    let (work, residency) = super::matvec::skinny_transposed(w.0, residency);
+    let mut w0 = w.0;
+    // A 16-bit result widened back to f32 in the kernel drains as the accumulator ([`super::drain`]).
+    w0.out_bits = super::drain::drained_bits(g, k, m_node, w0.out_bits);
+    let (work, residency) = super::matvec::skinny_transposed(w0, residency);
     let (work, residency) = super::narrow_result::narrow_transposed(work, residency);
     let transposed = work.m != m;
     let layout = super::mxu_layout::stationary_layout(g, node, work.batch, transposed, sizer)?;

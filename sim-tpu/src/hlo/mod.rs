@@ -27,6 +27,7 @@ mod conv_strided;
 pub mod corpus;
 pub mod cost;
 mod cross_lane;
+mod drain;
 mod epilogue_inputs;
 mod epilogue_reduce;
 pub mod fusion;

@@ -31,7 +31,11 @@ const RECOMPUTE_RATIO: u64 = 8;
 pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usize) -> u64) -> Vec<Group> {
     let mut out = Vec::with_capacity(groups.len());
     for k in groups {
-        if k.kind != KernelKind::Mxu || g.nodes[k.anchor].class != OpClass::Dot || recomputed(g, &k, bytes) {
+        if k.kind != KernelKind::Mxu
+            || g.nodes[k.anchor].class != OpClass::Dot
+            || recomputed(g, &k, bytes)
+            || super::rowstats::one_pass(g, &k)
+        {
             out.push(k);
             continue;
         }

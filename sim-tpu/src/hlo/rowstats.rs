@@ -120,6 +120,109 @@ fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> boo
     node.ins.opcode == "reduce" && rank >= 2 && dims == [rank - 1] && elements(&g.nodes[input].ins.shape) == n
 }
 
+/// Whether MXU kernel `k` computes its row statistics in the same pass as its batched matmul (no later kernel
+/// re-reads the result for them): every dot of `k` has batch dimensions and a 16-bit result, and every reduction
+/// of `k` reduces only the minor dimension of rows at most [`MAX_ONE_PASS_ROW`] long; the dots contract fewer
+/// than [`FULL_DEPTH`] elements and their results are not written out (a backward pass reading the scores makes
+/// them a kernel of their own, attention.001, .014, .031 on every chip). The compiler rewrites
+/// the row max of such scores as a `reduce-window` spanning the whole row (the grid runs over batch elements and
+/// blocks of rows, each row whole in the output window), so `exp(s - max)` and its sum need no second pass.
+///
+/// Evidence (compiler corpus, optimized modules): every attention and transformer block with 16-bit scores
+/// and rows up to 7,044 (112 attention and 98 transformer_block records, all five chips) has one kOutput
+/// fusion computing the dot, the `reduce-window` max, the exp and the row sum, writing the exp and the sum:
+/// attention.000@v5e (scores [2,8,885,885]) `fusion.12`, 51,491 cycles, where tpusim's two passes cost 111,696
+/// and 163,911; attention.017@v5e 43,792 against 94,163 + 137,144. No non-batched matmul of the corpus does so
+/// (softmax_xent.018, bf16 logits [151,4480]: the row max with the dot, `exp` and sum a loop kernel of their
+/// own, [`super::passes`]).
+pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
+    if k.kind != KernelKind::Mxu {
+        return false;
+    }
+    let mut dots = 0;
+    let mut reductions = 0;
+    for &m in &k.members {
+        let n = &g.nodes[m];
+        match n.class {
+            OpClass::Dot => {
+                let batched = n.ins.int_list("lhs_batch_dims").is_some_and(|b| !b.is_empty());
+                let narrow = matches!(&n.ins.shape, Shape::Array(a) if a.element_type.bit_width() <= 16);
+                let deep = contracted(g, n) >= FULL_DEPTH;
+                if !batched || !narrow || deep || k.outputs.contains(&m) || !from_parameters(g, k, n) {
+                    return false;
+                }
+                dots += 1;
+            }
+            OpClass::Convolution => return false,
+            OpClass::Reduce if n.ins.opcode == "reduce" => {
+                let Some(&input) = n.operands.first() else { return false };
+                let rows = dims_of(&g.nodes[input].ins.shape).last().copied().unwrap_or(0);
+                if !row_reduction_of(g, n, elements(&g.nodes[input].ins.shape)) || rows > MAX_ONE_PASS_ROW {
+                    return false;
+                }
+                reductions += 1;
+            }
+            _ => {}
+        }
+    }
+    dots > 0 && reductions > 0
+}
+
+/// Rows longer than this are not reduced in the matmul's own pass: the compiler's longest one-pass rows are
+/// 2,081 (attention.003, all five chips), and rows of 7,044 (attention.020) have a scores kernel of their own
+/// on every chip; 4,096 (32 lane tiles) is taken between.
+const MAX_ONE_PASS_ROW: u64 = 4096;
+
+/// A scores' dot contracting this many elements or more (one full MXU pass deep) is a kernel of its own: with
+/// head dim 128 (attention.015, .016) the compiler writes the scores from the dot's kernel on v4, v5e, v5p
+/// and v6e, and the softmax's pass reads them back; with 64 or 96 (attention.000, .002, .003, .010, .017,
+/// .026, .032) it keeps them in the dot's kernel on every chip.
+const FULL_DEPTH: u64 = 128;
+
+/// Whether both operands of dot `n` are the program's inputs, read through data movement only. Evidence: the
+/// corpus's attention programs (q, k entry parameters) have the one-pass fusion; in all 98 transformer_block
+/// records with one-pass rows (q and k sliced out of the qkv projection another kernel writes) the scores are a
+/// kernel of their own and the softmax's pass reads them back.
+fn from_parameters(g: &Graph<'_>, k: &Group, n: &super::graph::Node<'_>) -> bool {
+    n.operands.iter().take(2).all(|&o| {
+        let mut x = o;
+        for _ in 0..64 {
+            let node = &g.nodes[x];
+            if node.param.is_some() {
+                return true;
+            }
+            let moves = matches!(node.class, OpClass::Movement | OpClass::Relayout | OpClass::Free);
+            match node.operands.first() {
+                Some(&next) if moves && k.members.contains(&x) || node.class == OpClass::Free => x = next,
+                _ => return false,
+            }
+        }
+        false
+    })
+}
+
+/// Elements dot `n` contracts (the product of its left operand's contracting dims).
+fn contracted(g: &Graph<'_>, n: &super::graph::Node<'_>) -> u64 {
+    let Some(&lhs) = n.operands.first() else { return 0 };
+    let d = dims_of(&g.nodes[lhs].ins.shape);
+    n.ins
+        .int_list("lhs_contracting_dims")
+        .unwrap_or_default()
+        .iter()
+        .map(|&c| usize::try_from(c).ok().and_then(|c| d.get(c).copied()).unwrap_or(1))
+        .product()
+}
+
+/// Vector cycles of a [`one_pass`] kernel's fused ops: the convert, scale, mask, max, exp and sum run on each
+/// result tile as the MXU drains it, one sweep over the largest array's `blocks` (1,024 elements) at
+/// `mxu_fused_op_cycles`, not one per op. Evidence (compiler corpus, the scores kernels of [`one_pass`]):
+/// attention.000 (12,432 f32 blocks) costs 3.7 cycles per block on v6e (45,515), 4.1 on v5e (51,491), and on v5p
+/// and tpu7x, less the exp written to HBM, 3.7 and 3.4, against `mxu_fused_op_cycles` 2.2-4.4 per op and four
+/// such ops.
+pub(super) fn one_pass_vector_cycles(blocks: f64, mxu_fused_op_cycles: f64) -> f64 {
+    blocks * mxu_fused_op_cycles
+}
+
 /// Merges reduce kernel `r` into MXU kernel `k`; `internal` are `k`'s outputs only `r` read.
 fn join(k: &mut Group, r: Group, internal: &[usize]) {
     let produced: BTreeSet<usize> = k.outputs.iter().copied().collect();
