@@ -1208,6 +1208,8 @@ fn cost_graph(
     let groups = super::rowstats::merge_row_statistics(g, group(g, &node_bytes)?);
     // Reductions over a matmul's epilogue are more outputs of its kernel ([`super::epilogue_reduce`]).
     let groups = super::epilogue_reduce::merge_into_mxu(g, groups);
+    // A kernel only storing a matmul kernel's values is more outputs of it ([`super::update_fusion`]).
+    let groups = super::update_fusion::merge_updates(g, groups);
     // A matmul kernel makes one pass over its result ([`super::passes`]).
     let groups = super::passes::split_passes(g, groups, &node_bytes);
     // Intermediates placed in VMEM are read and written there, not over HBM.
