@@ -95,3 +95,91 @@ fn absorb(mxu: &mut Group, update: Group) {
     // Node ids are a topological order.
     mxu.members = members.into_iter().collect();
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::hlo::fusion::group;
+    use crate::hlo::HloModule;
+
+    /// A scan step: the carry `h` times `w`, tanh, stored into stacked buffer `a`, and `second` (`t`, the
+    /// tanh again, as a scan saving residuals does; or `h`, the step's input carry) stored into `b`.
+    fn step(second: &str) -> String {
+        format!(
+            r#"HloModule m
+
+body {{
+  p = (s32[], f32[128,256]{{1,0}}, f32[256,256]{{1,0}}, f32[8,128,256]{{2,1,0}}, f32[8,128,256]{{2,1,0}}) parameter(0)
+  i = s32[] get-tuple-element(p), index=0
+  h = f32[128,256]{{1,0}} get-tuple-element(p), index=1
+  w = f32[256,256]{{1,0}} get-tuple-element(p), index=2
+  a = f32[8,128,256]{{2,1,0}} get-tuple-element(p), index=3
+  b = f32[8,128,256]{{2,1,0}} get-tuple-element(p), index=4
+  one = s32[] constant(1)
+  next = s32[] add(i, one)
+  zero = s32[] constant(0)
+  d = f32[128,256]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}
+  t = f32[128,256]{{1,0}} tanh(d)
+  t1 = f32[1,128,256]{{2,1,0}} reshape(t)
+  a2 = f32[8,128,256]{{2,1,0}} dynamic-update-slice(a, t1, i, zero, zero)
+  t2 = f32[1,128,256]{{2,1,0}} reshape({second})
+  b2 = f32[8,128,256]{{2,1,0}} dynamic-update-slice(b, t2, i, zero, zero)
+  ROOT out = (s32[], f32[128,256]{{1,0}}, f32[256,256]{{1,0}}, f32[8,128,256]{{2,1,0}}, f32[8,128,256]{{2,1,0}}) tuple(next, t, w, a2, b2)
+}}
+
+ENTRY main {{
+  ROOT x = f32[] constant(0)
+}}
+"#
+        )
+    }
+
+    /// The kernels (kind and non-free members' names, sorted) of `text`'s body, before and after the merge.
+    fn kernels(text: &str) -> [Vec<(KernelKind, Vec<String>)>; 2] {
+        let m = HloModule::parse(text).unwrap();
+        let g = Graph::build_computation(&m, m.computation_index("body").unwrap()).unwrap();
+        let before = group(&g, &|_| 1 << 20).unwrap();
+        let after = merge_updates(&g, before.clone());
+        [before, after].map(|groups| {
+            groups
+                .iter()
+                .map(|k| {
+                    let mut names: Vec<String> = k
+                        .members
+                        .iter()
+                        .filter(|&&n| g.nodes[n].class != OpClass::Free)
+                        .map(|&n| g.nodes[n].ins.name.clone())
+                        .collect();
+                    names.sort();
+                    (k.kind, names)
+                })
+                .filter(|(_, names)| !names.is_empty())
+                .collect()
+        })
+    }
+
+    /// The kind of the kernel computing node `name`.
+    fn kind_of(ks: &[(KernelKind, Vec<String>)], name: &str) -> Option<KernelKind> {
+        ks.iter().find(|(_, m)| m.iter().any(|x| x == name)).map(|(k, _)| *k)
+    }
+
+    #[test]
+    fn a_second_store_of_a_matmul_result_joins_the_matmul_kernel() {
+        let [before, after] = kernels(&step("t"));
+        // tpusim's grouping stores the second copy in a loop kernel of its own.
+        assert_eq!(kind_of(&before, "b2"), Some(KernelKind::Loop), "{before:?}");
+        // Merged: one kernel computes the dot, the tanh and both stores; the counter's add is the other.
+        assert_eq!(kind_of(&after, "b2"), Some(KernelKind::Mxu), "{after:?}");
+        assert_eq!(after.len(), 2, "{after:?}");
+        let mxu = after.iter().find(|(k, _)| *k == KernelKind::Mxu).unwrap();
+        assert_eq!(mxu.1, ["a2", "b2", "d", "t", "t1", "t2"], "{after:?}");
+    }
+
+    #[test]
+    fn a_store_of_a_value_no_kernel_computes_stays_its_own_kernel() {
+        // The second store writes the input carry `h` (loop state): no matmul kernel computes it.
+        let [before, after] = kernels(&step("h"));
+        assert_eq!(kind_of(&before, "b2"), Some(KernelKind::Loop), "{before:?}");
+        assert_eq!(after, before);
+    }
+}
