@@ -18,14 +18,15 @@ fn gunzip(path: &PathBuf) -> String {
 }
 
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
-/// corpus's random fit split and the reference sample's; README "Generalization"): 9.7 % median and 42.6 % p90 on
-/// 366 records with this stop's rules (loop state on chip, convolution kernel gradients and strided inputs,
-/// matrix-vector relayouts, contracting-minor operands, epilogue inputs, free unit reductions, short row vectors,
-/// cross-lane row work), from 14.2 % and 60.0 % before them and 17.4 % and 71.1 % before the last stop's; a little
-/// room for the corpus to grow: a rule or constant change that makes unseen programs worse fails here. (The
-/// issue's goals are 15 % and 40 % per chip; the p90 is not met on v4, v6e and tpu7x.)
+/// corpus's random fit split and the reference sample's; README "Generalization"): 9.7 % median and 39.7 % p90 on
+/// 366 records with this stop's rules (on-chip loop-body matmuls without the per-window DMA overhead, stores of a
+/// matmul's values fused into its kernel), from 42.6 % before them, 60.0 % before the last stop's (loop state on
+/// chip, convolution kernel gradients and strided inputs, matrix-vector relayouts, contracting-minor operands,
+/// epilogue inputs, free unit reductions, short row vectors, cross-lane row work) and 71.1 % before the one
+/// before; a little room for the corpus to grow: a rule or constant change that makes unseen programs worse fails
+/// here. (The goals are 15 % and 40 % per chip; the p90 is not met on v4 and v6e.)
 const HELDOUT_MEDIAN_MAX: f64 = 0.11;
-const HELDOUT_P90_MAX: f64 = 0.46;
+const HELDOUT_P90_MAX: f64 = 0.43;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip (v5p 16.4 %, from
 /// 27.7 % before `hlo::temp`'s rules: scalar reductions before their epilogue, v5p's relaid-out matrix-vector
 /// vectors, gathered rows and narrow tables' copies).
