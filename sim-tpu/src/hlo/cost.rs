@@ -578,7 +578,8 @@ fn cost_kernel(
     }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
-            let (body, bound, vmem) = mxu_body(g, k, sizer, chip, hp, in_vmem, &mxu, vpu)?;
+            let onchip = all_on_chip(g, k, in_vmem, state);
+            let (body, bound, vmem) = mxu_body(g, k, sizer, chip, hp, (in_vmem, onchip), &mxu, vpu)?;
             (p.mxu_launch_cycles, body, bound, vmem)
         }
         KernelKind::Loop | KernelKind::Reduce => {
@@ -744,8 +745,9 @@ fn mxu_pass(
 }
 
 /// The body of an MXU kernel: each dot's window plan (epilogue rates scaled by `mxu_epilogue_factor`, results
-/// kept in VMEM not written), or its fused vector work if longer, plus the epilogue results it writes to HBM;
-/// with what bounds it and its peak VMEM.
+/// kept in VMEM not written; without the per-window DMA overhead when the kernel is all on chip, `vmem.1`:
+/// [`super::loop_state::onchip_window_body`]), or its fused vector work if longer, plus the epilogue results it
+/// writes to HBM; with what bounds it and its peak VMEM.
 #[allow(clippy::too_many_arguments)]
 fn mxu_body(
     g: &Graph<'_>,
@@ -753,10 +755,11 @@ fn mxu_body(
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
-    in_vmem: &BTreeSet<usize>,
+    vmem: (&BTreeSet<usize>, bool),
     mxu: &[MxuPass],
     vpu: f64,
 ) -> Result<(f64, Bound, u64), HloError> {
+    let (in_vmem, onchip) = vmem;
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
     if mxu.is_empty() {
         return Err(HloError::Unsupported("MXU kernel without a dot".into()));
@@ -774,7 +777,12 @@ fn mxu_body(
         let plan = plan_mxu_layout(&pass.work, &fused, pass.residency, pass.layout);
         // The window plan writes no result kept in VMEM (`Residency::out`), so the plan it picks is the
         // best one without that traffic; never below streaming the operands that cannot be on chip.
-        let body = plan.body_cycles.max(pass.spill);
+        let body = if onchip {
+            super::loop_state::onchip_window_body(plan.body_cycles, plan.iterations, chip.params.mxu_iter_cycles)
+        } else {
+            plan.body_cycles
+        };
+        let body = body.max(pass.spill);
         mxu_body += body;
         vmem = vmem.max(plan.vmem_bytes);
         if body > longest {
@@ -1209,6 +1217,8 @@ fn cost_graph(
     let groups = super::rowstats::merge_row_statistics(g, group(g, &node_bytes)?);
     // Reductions over a matmul's epilogue are more outputs of its kernel ([`super::epilogue_reduce`]).
     let groups = super::epilogue_reduce::merge_into_mxu(g, groups);
+    // A kernel only storing a matmul kernel's values is more outputs of it ([`super::update_fusion`]).
+    let groups = super::update_fusion::merge_updates(g, groups);
     // A matmul kernel makes one pass over its result ([`super::passes`]).
     let groups = super::passes::split_passes(g, groups, &node_bytes);
     // Intermediates placed in VMEM are read and written there, not over HBM.

@@ -55,6 +55,7 @@ pub mod sharding;
 mod spill;
 pub mod spmd;
 mod temp;
+mod update_fusion;
 mod vmem_copy;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
