@@ -29,9 +29,17 @@ const RECOMPUTE_RATIO: u64 = 8;
 /// `groups` (in execution order) with every matmul kernel split into its passes; `bytes` gives a node's padded
 /// result bytes.
 pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usize) -> u64) -> Vec<Group> {
+    // How many kernels compute each node: a recomputed dot is a member of several.
+    let mut computed_by: BTreeMap<usize, usize> = BTreeMap::new();
+    for k in &groups {
+        for &m in &k.members {
+            *computed_by.entry(m).or_insert(0) += 1;
+        }
+    }
     let mut out = Vec::with_capacity(groups.len());
     for k in groups {
-        if k.kind != KernelKind::Mxu || g.nodes[k.anchor].class != OpClass::Dot || recomputed(g, &k, bytes) {
+        let recomputed = recomputed(g, &k, bytes, &computed_by);
+        if k.kind != KernelKind::Mxu || g.nodes[k.anchor].class != OpClass::Dot || recomputed {
             out.push(k);
             continue;
         }
@@ -40,11 +48,13 @@ pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usi
     out
 }
 
-/// Whether a dot or convolution of kernel `k` is one the grouping recomputes in each consumer.
-fn recomputed(g: &Graph<'_>, k: &Group, bytes: &dyn Fn(usize) -> u64) -> bool {
+/// Whether a dot or convolution of kernel `k` is one the grouping recomputes in each consumer: large against
+/// its operands and computed by another kernel too (`computed_by`: kernels per node). A large dot only one
+/// kernel computes is written out once like any other.
+fn recomputed(g: &Graph<'_>, k: &Group, bytes: &dyn Fn(usize) -> u64, computed_by: &BTreeMap<usize, usize>) -> bool {
     k.members.iter().any(|&m| {
         let n = &g.nodes[m];
-        matches!(n.class, OpClass::Dot | OpClass::Convolution) && {
+        matches!(n.class, OpClass::Dot | OpClass::Convolution) && computed_by.get(&m).is_some_and(|&c| c > 1) && {
             let operands: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
             bytes(m) > RECOMPUTE_RATIO.saturating_mul(operands.max(1))
         }
