@@ -4,8 +4,8 @@
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
 //!
 //! Unmodelled ops (gather, scatter, sort, custom-call, ...) are costed by a stated conservative rule:
-//! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
-//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
+//! launch + every operand and result byte moved once at the HBM rate (a gather's table, even one an inlined call
+//! returns through a tuple, only as many bytes as it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
 //! single VPU op is timed by the TensorCore op model itself. A `while` loop is its body, costed as a graph of its
 //! own (once per computation), times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
 //! as unmodelled. A `conditional` is its most expensive branch, listed as unmodelled (which branch runs is known
