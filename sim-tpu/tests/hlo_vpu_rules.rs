@@ -19,31 +19,32 @@ fn params(chip: &str) -> (ChipModel, HloParams) {
     (c, hp)
 }
 
-/// A log-softmax over f32 logits `h w` (f32[512,16] x [16,4096] -> [512,4096], 8 MiB): the logits are 16 times
-/// the operands' padded bytes (h: 512 x 128 lanes x 4 B = 256 KiB; w: 16 x 4096 x 4 B = 256 KiB), more than the
-/// grouping's recompute ratio of 8, but the log-softmax is their only consumer, so one kernel computes them: the
-/// compiler still makes three passes (softmax_xent.014 on v5e, f32 logits [8320,8897] 8.4 times their operands:
-/// the dot with the row max, `exp` and its sum, the subtraction, 1.0, 1.35 and 1.35 M cycles; tpusim's one
-/// kernel cost 1.55 M for all three). So three kernels, as for small logits.
+/// A log-softmax over f32 logits `h w` (f32[512,16] x [16,16384] -> [512,16384], 32 MiB): the logits are 25.6
+/// times the operands' padded bytes (h: 512 x 128 lanes x 4 B = 256 KiB; w: 16 x 16384 x 4 B = 1 MiB), more than
+/// the grouping's recompute ratio of 8, and their rows (16,384) are longer than one window holds (8,192), but the
+/// log-softmax is their only consumer, so one kernel computes them: the compiler still makes three passes
+/// (softmax_xent.014 on v5e, f32 logits [8320,8897] 8.4 times their operands: the dot with the row max, `exp`
+/// and its sum, the subtraction, 1.0, 1.35 and 1.35 M cycles; tpusim's one kernel cost 1.55 M for all three).
+/// So three kernels, as for small logits.
 ///
 /// On v4 (2 MiB of VMEM for intermediates) the logits go to HBM. The last kernel, `logits - max - log(sum)`,
-/// reads the logits and writes the result: 2 x 8 MiB = 16,777,216 padded bytes. Its 2,048 blocks of 1,024
+/// reads the logits and writes the result: 2 x 32 MiB = 67,108,864 padded bytes. Its 8,192 blocks of 1,024
 /// elements stream two full-size arrays and broadcast two per-row vectors along the rows, so it costs the loop
-/// launch plus the longer of its DMA (16,777,216 B at the stream rate) and its loop pipeline (2,048 x
-/// (`loop_block_cycles` + 2 `stream_block_cycles`)), plus 2,048 `row_block_cycles` of cross-lane work. Before
+/// launch plus the longer of its DMA (67,108,864 B at the stream rate) and its loop pipeline (8,192 x
+/// (`loop_block_cycles` + 2 `stream_block_cycles`)), plus 8,192 `row_block_cycles` of cross-lane work. Before
 /// the rule the module was one MXU kernel.
 #[test]
 fn a_large_matmul_result_one_kernel_computes_is_split_into_passes() {
     let text = format!(
         "HloModule m\n\n{REDUCERS}ENTRY main {{\n  h = f32[512,16]{{1,0}} parameter(0)\n  \
-         w = f32[16,4096]{{1,0}} parameter(1)\n  \
-         x = f32[512,4096]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
+         w = f32[16,16384]{{1,0}} parameter(1)\n  \
+         x = f32[512,16384]{{1,0}} dot(h, w), lhs_contracting_dims={{1}}, rhs_contracting_dims={{0}}\n  \
          ninf = f32[] constant(-inf)\n  zero = f32[] constant(0)\n  \
          m = f32[512]{{0}} reduce(x, ninf), dimensions={{1}}, to_apply=max\n  \
-         mb = f32[512,4096]{{1,0}} broadcast(m), dimensions={{0}}\n  sh = f32[512,4096]{{1,0}} subtract(x, mb)\n  \
-         e = f32[512,4096]{{1,0}} exponential(sh)\n  s = f32[512]{{0}} reduce(e, zero), dimensions={{1}}, to_apply=add\n  \
-         l = f32[512]{{0}} log(s)\n  lb = f32[512,4096]{{1,0}} broadcast(l), dimensions={{0}}\n  \
-         ROOT ls = f32[512,4096]{{1,0}} subtract(sh, lb)\n}}\n"
+         mb = f32[512,16384]{{1,0}} broadcast(m), dimensions={{0}}\n  sh = f32[512,16384]{{1,0}} subtract(x, mb)\n  \
+         e = f32[512,16384]{{1,0}} exponential(sh)\n  s = f32[512]{{0}} reduce(e, zero), dimensions={{1}}, to_apply=add\n  \
+         l = f32[512]{{0}} log(s)\n  lb = f32[512,16384]{{1,0}} broadcast(l), dimensions={{0}}\n  \
+         ROOT ls = f32[512,16384]{{1,0}} subtract(sh, lb)\n}}\n"
     );
     let c = cost_on(&text, "v4");
     let kinds: Vec<KernelKind> = c.kernels.iter().map(|k| k.kind).collect();
@@ -55,10 +56,10 @@ fn a_large_matmul_result_one_kernel_computes_is_split_into_passes() {
     );
     let last = &c.kernels[2];
     assert!(last.instructions.iter().any(|i| i == "ls"), "{:?}", last.instructions);
-    let bytes = 2 * 512 * 4096 * 4u64;
+    let bytes = 2 * 512 * 16384 * 4u64;
     assert_eq!(last.hbm_bytes, bytes);
     let (chip, hp) = params("v4");
-    let blocks = 512.0 * 4096.0 / 1024.0;
+    let blocks = 512.0 * 16384.0 / 1024.0;
     let dma = bytes as f64 / hp.hbm_bytes_per_cycle;
     let pipeline = blocks * (hp.loop_block_cycles + 2.0 * hp.stream_block_cycles);
     let rows = blocks * hp.row_block_cycles;

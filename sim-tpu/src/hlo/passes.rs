@@ -53,15 +53,19 @@ pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usi
 }
 
 /// Whether a dot or convolution of kernel `k` is one the grouping recomputes in each consumer: large against
-/// its operands and computed by another kernel too (`computed_by`: kernels per node). A large dot only one
-/// kernel computes is written out once like any other.
+/// its operands and either computed by another kernel too (`computed_by`: kernels per node) or with rows whole in
+/// one window ([`super::rowstats::rows_in_one_window`]: attention's scores up to 8,192 long, b4_s2048 attention
+/// in the reference sample). A large dot with longer rows that only one kernel computes (logits over a
+/// vocabulary of 8,897 and 36,736: softmax_xent.014, .006) is written out once like any other.
 fn recomputed(g: &Graph<'_>, k: &Group, bytes: &dyn Fn(usize) -> u64, computed_by: &BTreeMap<usize, usize>) -> bool {
     k.members.iter().any(|&m| {
         let n = &g.nodes[m];
-        matches!(n.class, OpClass::Dot | OpClass::Convolution) && computed_by.get(&m).is_some_and(|&c| c > 1) && {
-            let operands: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
-            bytes(m) > RECOMPUTE_RATIO.saturating_mul(operands.max(1))
-        }
+        matches!(n.class, OpClass::Dot | OpClass::Convolution)
+            && (computed_by.get(&m).is_some_and(|&c| c > 1) || super::rowstats::rows_in_one_window(g, m))
+            && {
+                let operands: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
+                bytes(m) > RECOMPUTE_RATIO.saturating_mul(operands.max(1))
+            }
     })
 }
 
