@@ -4,8 +4,8 @@
 //! padded bytes; plus the entry total and a temp-memory estimate from buffer live ranges in the kernel order.
 //!
 //! Unmodelled ops (gather, scatter, sort, custom-call, ...) are costed by a stated conservative rule:
-//! launch + every operand and result byte moved once at the HBM rate (a gather's table only as many bytes as
-//! it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
+//! launch + every operand and result byte moved once at the HBM rate (a gather's table, even one an inlined call
+//! returns through a tuple, only as many bytes as it gathers, a scatter's target once, in place). They are listed in [`ModuleCost::unmodelled`]. A kernel of a
 //! single VPU op is timed by the TensorCore op model itself. A `while` loop is its body, costed as a graph of its
 //! own (once per computation), times the trip count read from the loop ([`loops`]); one whose count cannot be read is one trip, listed
 //! as unmodelled. A `conditional` is its most expensive branch, listed as unmodelled (which branch runs is known
@@ -597,7 +597,7 @@ fn cost_kernel(
             let anchor = &g.nodes[k.anchor];
             // Only when the kernel reads it from memory (a broadcast initial value is generated in place).
             let first = match anchor.operands.first() {
-                Some(o) if k.inputs.contains(o) => sizer.shape(&g.nodes[*o].ins.shape)?.padded_bytes,
+                Some(&o) if k.inputs.contains(&forwarded(g, o)) => sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes,
                 _ => 0,
             };
             let moved = match anchor.ins.opcode.as_str() {
@@ -638,6 +638,30 @@ fn cost_kernel(
         vmem_bytes: vmem,
         nodes: k.members.clone(),
     })
+}
+
+/// The value operand `o` forwards through free ops (an element of a tuple built in the graph, a bitcast, a copy):
+/// the kernel input it stands for. A gather's table returned by an inlined call (a log-softmax computed in one
+/// call and gathered from in another, softmax_xent.023) is that call's value, read only for the rows gathered.
+fn forwarded(g: &Graph<'_>, mut o: usize) -> usize {
+    for _ in 0..64 {
+        let n = &g.nodes[o];
+        if n.class != OpClass::Free {
+            break;
+        }
+        let from = n.operands.first().map(|&t| &g.nodes[t]);
+        o = match (n.ins.opcode.as_str(), from) {
+            ("get-tuple-element", Some(t)) if t.ins.opcode == "tuple" => {
+                match n.ins.tuple_index().and_then(|i| t.operands.get(i)) {
+                    Some(&x) => x,
+                    None => break,
+                }
+            }
+            ("bitcast" | "copy-done" | "copy-start" | "reshape", Some(_)) if n.operands.len() == 1 => n.operands[0],
+            _ => break,
+        };
+    }
+    o
 }
 
 /// Fixed cycles of MXU kernel `k`: the op model's launch scaled by `launch_factor`, or the on-chip launch when
@@ -860,7 +884,7 @@ fn loop_body(
             .vpu
             .max(blocks.max * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
     } else {
-        vmem_resident_compute(blocks.ops, hp)
+        vmem_resident_compute(blocks, hp)
     };
     let rows = if streamed && super::cross_lane::crosses_lanes(g, k) {
         blocks.max * hp.row_block_cycles.max(0.0)
@@ -877,9 +901,14 @@ fn loop_body(
 /// at the rate of an MXU kernel's fused ops, which also run on tiles already on chip. Evidence (compiler corpus,
 /// attention.017 on v5e, scores f32[3,16,431,431]: 10,368 padded blocks): the compiler's one kernel computing the
 /// scores' dot, row max, exp and row sum costs 43,792 cycles, 4.2 per block for all of it, where the loop
-/// pipeline alone (`loop_block_cycles`, 12.9 on v5e) would cost 134,000 for the exp and sum.
-fn vmem_resident_compute(op_blocks: f64, hp: &HloParams) -> f64 {
-    op_blocks * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
+/// pipeline alone (`loop_block_cycles`, 12.9 on v5e) would cost 134,000 for the exp and sum. Even so each block of
+/// the largest array passes the vector unit once, at the loop kernel's op rate, however few ops count blocks:
+/// softmax_xent.018 (bf16 logits [151,4480] in VMEM, 665 blocks) `logits - max - log(sum)`, elementwise only,
+/// costs the compiler 5,553 cycles on v5e and 3,167 on v6e, 5.6 and 1.6 per block over the launch, where
+/// tpusim had the launch alone (1,814 and 2,117); `fused_op_cycles` is 5.3 and 2.5.
+fn vmem_resident_compute(blocks: Blocks, hp: &HloParams) -> f64 {
+    let ops = blocks.ops * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
+    ops.max(blocks.max * hp.fused_op_cycles)
 }
 
 /// Whether a dot operand's value comes from VMEM: an intermediate placed there, or computed in the kernel from

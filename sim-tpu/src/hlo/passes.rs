@@ -14,7 +14,11 @@
 //!
 //! Only dot kernels are split: a convolution's batch-norm statistics are the convolution rules' (conv.017 in
 //! [`super::epilogue_reduce`]). A matmul recomputed by its consumers (attention scores, [`super::fusion`]'s `RECOMPUTE_RATIO`) is left whole:
-//! the compiler computes max, exp and sum of those in one pass (attention.017 on v5e).
+//! the compiler computes max, exp and sum of those in one pass (attention.017 on v5e). A matmul large against
+//! its operands that only one kernel computes is not recomputed, and is split like any other: softmax_xent.014
+//! on v5e (f32 logits [8320,8897], 8.4 times its operands' bytes, one consumer kernel) is, in the compiler's
+//! module, the dot with the row max (1,019,991 cycles), `exp` and its sum (1,351,438), the subtraction
+//! (1,350,963); tpusim's one kernel cost 1,553,568 for all of it (0.42 of the compiler's total, 0.90 after).
 
 use std::collections::{BTreeMap, BTreeSet};
 
@@ -29,11 +33,18 @@ const RECOMPUTE_RATIO: u64 = 8;
 /// `groups` (in execution order) with every matmul kernel split into its passes; `bytes` gives a node's padded
 /// result bytes.
 pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usize) -> u64) -> Vec<Group> {
+    // How many kernels compute each node: a recomputed dot is a member of several.
+    let mut computed_by: BTreeMap<usize, usize> = BTreeMap::new();
+    for k in &groups {
+        for &m in &k.members {
+            *computed_by.entry(m).or_insert(0) += 1;
+        }
+    }
     let mut out = Vec::with_capacity(groups.len());
     for k in groups {
         if k.kind != KernelKind::Mxu
             || g.nodes[k.anchor].class != OpClass::Dot
-            || recomputed(g, &k, bytes)
+            || recomputed(g, &k, bytes, &computed_by)
             || super::rowstats::one_pass(g, &k)
         {
             out.push(k);
@@ -44,14 +55,20 @@ pub(super) fn split_passes(g: &Graph<'_>, groups: Vec<Group>, bytes: &dyn Fn(usi
     out
 }
 
-/// Whether a dot or convolution of kernel `k` is one the grouping recomputes in each consumer.
-fn recomputed(g: &Graph<'_>, k: &Group, bytes: &dyn Fn(usize) -> u64) -> bool {
+/// Whether a dot or convolution of kernel `k` is one the grouping recomputes in each consumer: large against
+/// its operands and either computed by another kernel too (`computed_by`: kernels per node) or with rows whole in
+/// one window ([`super::rowstats::rows_in_one_window`]: attention's scores up to 8,192 long, b4_s2048 attention
+/// in the reference sample). A large dot with longer rows that only one kernel computes (logits over a
+/// vocabulary of 8,897 and 36,736: softmax_xent.014, .006) is written out once like any other.
+fn recomputed(g: &Graph<'_>, k: &Group, bytes: &dyn Fn(usize) -> u64, computed_by: &BTreeMap<usize, usize>) -> bool {
     k.members.iter().any(|&m| {
         let n = &g.nodes[m];
-        matches!(n.class, OpClass::Dot | OpClass::Convolution) && {
-            let operands: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
-            bytes(m) > RECOMPUTE_RATIO.saturating_mul(operands.max(1))
-        }
+        matches!(n.class, OpClass::Dot | OpClass::Convolution)
+            && (computed_by.get(&m).is_some_and(|&c| c > 1) || super::rowstats::rows_in_one_window(g, m))
+            && {
+                let operands: u64 = n.operands.iter().map(|&o| bytes(o)).sum();
+                bytes(m) > RECOMPUTE_RATIO.saturating_mul(operands.max(1))
+            }
     })
 }
 

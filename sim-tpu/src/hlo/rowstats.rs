@@ -96,6 +96,14 @@ fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
         .is_some_and(|&n| n <= MAX_ROW_ELEMENTS)
 }
 
+/// Whether dot `d`'s rows are at most [`MAX_ROW_ELEMENTS`] long: each row is whole in one window of the dot's
+/// kernel, which can compute row statistics over it in the same pass (used by [`super::passes`]).
+pub(super) fn rows_in_one_window(g: &Graph<'_>, d: usize) -> bool {
+    dims_of(&g.nodes[d].ins.shape)
+        .last()
+        .is_some_and(|&n| n <= MAX_ROW_ELEMENTS)
+}
+
 /// Whether every reduction of kernel `r` reduces only the minor (last) dimension of an array of `value`'s size:
 /// row statistics, each row whole in one window.
 fn reduces_rows_of(g: &Graph<'_>, r: &Group, value: usize) -> bool {
