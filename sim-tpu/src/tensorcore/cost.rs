@@ -7,6 +7,7 @@ use super::chip::{ChipModel, TcParams};
 pub use super::lower::MxuLayout;
 use super::lower::{Kernel, MxuWork, VpuClass, Work};
 use super::spec::Dtype;
+use super::stationary::Stationary;
 
 /// What limits an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,11 +152,11 @@ fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
 
 /// Times one kernel.
 pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
-    time_kernel_with(k, chip, MxuLayout::default())
+    time_kernel_with(k, chip, Stationary::KMajor)
 }
 
-/// [`time_kernel`] with the stationary operand's layout of an MXU kernel.
-pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, layout: MxuLayout) -> KernelCost {
+/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout.
+pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary) -> KernelCost {
     let p = &chip.params;
     let total_bytes = k.in_bytes + k.out_bytes;
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
@@ -190,7 +191,8 @@ pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, layout: MxuLayout) 
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
         Work::Mxu(w) => {
-            let plan = plan_mxu_layout(w, chip, prefetched(w, k.in_bytes, chip), layout);
+            let transpose = held.transpose_cycles(p);
+            let plan = plan_mxu_transposing(w, chip, prefetched(w, k.in_bytes, chip), transpose);
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -329,8 +331,19 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
 }
 
 /// [`plan_mxu_resident`] with the stationary operand's layout: a contracting-minor one is transposed block by
-/// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two.
+/// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two. Such an
+/// operand takes `mxu_weight_transpose_cycles` per block (the op model itself tells a weight from a transposed
+/// product's activation: [`plan_mxu_transposing`]).
 pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layout: MxuLayout) -> MxuPlan {
+    let transpose = layout
+        .stationary_k_minor
+        .then_some(chip.params.mxu_weight_transpose_cycles);
+    plan_mxu_transposing(w, chip, resident, transpose)
+}
+
+/// [`plan_mxu_resident`] whose stationary operand's blocks each take `transpose` cycles on the transpose unit
+/// (`None`: loaded as stored), in parallel with the MXU.
+pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -404,11 +417,7 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
                 let mxu_iter = tbf
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
                         + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
-                let xlu_iter = if layout.stationary_k_minor {
-                    tbf * tkb as f64 * n_passes / count * p.mxu_weight_transpose_cycles
-                } else {
-                    0.0
-                };
+                let xlu_iter = transpose.map_or(0.0, |t| tbf * tkb as f64 * n_passes / count * t);
                 let mxu_iter = mxu_iter.max(xlu_iter);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
                 let widen = if w.dtype.bits() == 8 {
