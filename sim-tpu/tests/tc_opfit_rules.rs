@@ -225,3 +225,36 @@ fn v4_decode_matmuls_with_a_k_minor_weight_agree_within_ten_percent() {
         assert!(error(c, compiler) < 0.10, "pred {c} vs compiler {compiler}");
     }
 }
+
+#[test]
+fn of_two_operands_of_equal_size_the_activation_is_prefetched() {
+    use sim_tpu::tensorcore::cost::prefetched;
+    // f32 [2048, 2048] x [2048, 2048] on v5e (budget 112 MiB): each operand is 2048 x 2048 x 4 = 16 MiB in its
+    // (8, 128) tiles, both under the budget; the compiler's copy-start takes x.1, the first (O01040).
+    let v5e = ChipModel::preset("v5e").unwrap();
+    let square = MxuWork {
+        batch: 1,
+        m: 2048,
+        k: 2048,
+        n: 2048,
+        taps_h: 1,
+        taps_w: 1,
+        dtype: Dtype::Float32,
+        out_bits: 32,
+        conv: false,
+    };
+    let operand = 2048 * 2048 * 4;
+    let r = prefetched(&square, 2 * operand, &v5e);
+    assert!(r.lhs && !r.rhs, "{r:?}");
+    // bf16 [384, 768] x [768, 3072] (O01033): the weight, 4.5 MiB against 0.56 MiB, is the larger and is taken.
+    let wide = MxuWork {
+        m: 384,
+        k: 768,
+        n: 3072,
+        dtype: Dtype::Bfloat16,
+        out_bits: 16,
+        ..square
+    };
+    let r = prefetched(&wide, 384 * 768 * 2 + 768 * 3072 * 2, &v5e);
+    assert!(r.rhs && !r.lhs, "{r:?}");
+}

@@ -297,14 +297,18 @@ pub struct Residency {
 /// The operand of a standalone matmul or convolution the compiler prefetches on chip before the program starts
 /// (cross-program prefetch, `ChipModel::prefetch_budget_bytes`): the larger one when it is under the budget, else
 /// the smaller one when it does; the kernel then reads it from on-chip memory, and the prefetch itself, overlapped,
-/// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands).
+/// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands). Of two operands of equal
+/// size the first (the activation) is prefetched: `copy-start(%x.1), cross_program_prefetch_index=0` in every
+/// op-sample matmul whose operands have the same padded bytes, on all five chips (O0x040 f32 [2048,2048] twice,
+/// O0x059 fp8 [4096,4096], O0x028 bf16 [4096,1024] x [1024,4096], O0x030, O0x021), where a larger weight is
+/// the one prefetched (O0x033, bf16 [768,3072] against [384,768]).
 pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
     let elem = w.dtype.bytes();
     // The weight (right-hand side, or the convolution kernel) in its (8, 128) tiles.
     let w_bytes = w.batch * w.taps_h * w.taps_w * w.k.div_ceil(8) * 8 * w.n.div_ceil(128) * 128 * elem;
     let x_bytes = in_bytes.saturating_sub(w_bytes);
     let budget = chip.prefetch_budget_bytes;
-    let (rhs_larger, large, small) = if w_bytes >= x_bytes {
+    let (rhs_larger, large, small) = if w_bytes > x_bytes {
         (true, w_bytes, x_bytes)
     } else {
         (false, x_bytes, w_bytes)
