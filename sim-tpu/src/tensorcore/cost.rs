@@ -192,7 +192,7 @@ pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary) -
         }
         Work::Mxu(w) => {
             let transpose = held.transpose_cycles(p);
-            let plan = plan_mxu_transposing(w, chip, prefetched(w, k.in_bytes, chip), transpose);
+            let plan = plan_mxu_prefetched(w, chip, prefetched(w, k.in_bytes, chip), transpose);
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -348,6 +348,23 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
 /// [`plan_mxu_resident`] whose stationary operand's blocks each take `transpose` cycles on the transpose unit
 /// (`None`: loaded as stored), in parallel with the MXU.
 pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>) -> MxuPlan {
+    search(w, chip, resident, transpose, false)
+}
+
+/// [`plan_mxu_transposing`] for a standalone op whose `prefetched` operands ([`prefetched`]) were copied on chip
+/// before the program: where that is VMEM (a chip without CMEM) the operand lies there whole, outside the
+/// kernel's scoped windows, so only the streamed operands and the result take window space. On v4 it is in
+/// CMEM and is read into windows like a streamed one.
+///
+/// Evidence: O0x040 (f32 [2048,2048] x [2048,2048], x prefetched, 16 MiB each): the compiler's fusion has 4
+/// windows (iteration bounds [4,1,1]) on tpu7x and v6e, whose 32 MiB scoped VMEM cannot hold x double-buffered
+/// beside any window of y (2 x 16 MiB), and costs the MXU's work plus the launch: 45,748 cycles on tpu7x.
+pub fn plan_mxu_prefetched(w: &MxuWork, chip: &ChipModel, prefetched: Residency, transpose: Option<f64>) -> MxuPlan {
+    search(w, chip, prefetched, transpose, chip.cmem_bytes == 0)
+}
+
+/// The window search; `outside` says resident operands take no window space.
+fn search(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>, outside: bool) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -407,7 +424,9 @@ pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, 
                 let w1 = tkb as f64 * k_per_block * tn as f64 * in_b;
                 let o1 = tm as f64 * tn as f64 * out_b;
                 let acc1 = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
-                let vmem1 = 2.0 * (x1 + w1) + o1 + acc1;
+                let x_win = if outside && resident.lhs { 0.0 } else { 2.0 * x1 };
+                let w_win = if outside && resident.rhs { 0.0 } else { 2.0 * w1 };
+                let vmem1 = x_win + w_win + o1 + acc1;
                 // Batched products share windows: `tb` batch entries per window, as many as fit.
                 let tb = ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch);
                 let tbf = tb as f64;
