@@ -53,7 +53,7 @@ pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
         "mm_acc_32bit" => (0.0, 32.0),
         "mxu_weight_load_cycles" => (0.0, 256.0),
         // At most two weight loads' worth per block: a transpose of the block through the transpose unit.
-        "mxu_weight_transpose_cycles" => (0.0, 256.0),
+        "mxu_weight_transpose_cycles" | "mxu_act_transpose_cycles" => (0.0, 256.0),
         "mxu_iter_cycles" => (0.0, 2000.0),
         "binary_16bit_factor" | "reduce_16bit_factor" => (0.25, 1.5),
         _ => (0.0, f64::INFINITY),

@@ -111,6 +111,11 @@ pub struct TcParams {
     /// 6,392 for 286).
     #[serde(default)]
     pub mxu_weight_transpose_cycles: f64,
+    /// [`TcParams::mxu_weight_transpose_cycles`] for the stationary activation `[M, K]{1,0}` of a product computed
+    /// transposed (`stationary::Stationary::KMinorActivation`): on v4 23-25 cycles per block where a weight's take
+    /// 34-37 (evidence in `tensorcore::stationary`). The hlo model reads the weight's rate for both.
+    #[serde(default)]
+    pub mxu_act_transpose_cycles: f64,
     /// A copy that keeps the lane dim and moves only sublane rows (`lower::conv_output_copy`), per 1024 elements
     /// of 32-bit data. Read off the convolutions whose result the compiler writes (H, W, N, C) and copies to the
     /// channel-minor entry layout (N, H, W, C): 3.3-3.5 cycles per 1024 f32 elements on tpu7x, 5.6 on v6e, 10.7
@@ -172,6 +177,7 @@ impl TcParams {
             ("mm_8bit_widen", &mut self.mm_8bit_widen),
             ("conv_input_relayout", &mut self.conv_input_relayout),
             ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
+            ("mxu_act_transpose_cycles", &mut self.mxu_act_transpose_cycles),
             ("row_relayout", &mut self.row_relayout),
         ]
     }

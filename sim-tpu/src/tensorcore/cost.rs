@@ -7,6 +7,7 @@ use super::chip::{ChipModel, TcParams};
 pub use super::lower::MxuLayout;
 use super::lower::{Kernel, MxuWork, VpuClass, Work};
 use super::spec::Dtype;
+use super::stationary::Stationary;
 
 /// What limits an op.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
@@ -151,11 +152,11 @@ fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
 
 /// Times one kernel.
 pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
-    time_kernel_with(k, chip, MxuLayout::default())
+    time_kernel_with(k, chip, Stationary::KMajor)
 }
 
-/// [`time_kernel`] with the stationary operand's layout of an MXU kernel.
-pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, layout: MxuLayout) -> KernelCost {
+/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout.
+pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary) -> KernelCost {
     let p = &chip.params;
     let total_bytes = k.in_bytes + k.out_bytes;
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
@@ -190,7 +191,8 @@ pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, layout: MxuLayout) 
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
         Work::Mxu(w) => {
-            let plan = plan_mxu_layout(w, chip, prefetched(w, k.in_bytes, chip), layout);
+            let transpose = held.transpose_cycles(p);
+            let plan = plan_mxu_prefetched(w, chip, prefetched(w, k.in_bytes, chip), transpose);
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -295,14 +297,18 @@ pub struct Residency {
 /// The operand of a standalone matmul or convolution the compiler prefetches on chip before the program starts
 /// (cross-program prefetch, `ChipModel::prefetch_budget_bytes`): the larger one when it is under the budget, else
 /// the smaller one when it does; the kernel then reads it from on-chip memory, and the prefetch itself, overlapped,
-/// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands).
+/// carries no estimate. `in_bytes` is the kernel's padded input bytes (both operands). Of two operands of equal
+/// size the first (the activation) is prefetched: `copy-start(%x.1), cross_program_prefetch_index=0` in every
+/// op-sample matmul whose operands have the same padded bytes, on all five chips (O0x040 f32 [2048,2048] twice,
+/// O0x059 fp8 [4096,4096], O0x028 bf16 [4096,1024] x [1024,4096], O0x030, O0x021), where a larger weight is
+/// the one prefetched (O0x033, bf16 [768,3072] against [384,768]).
 pub fn prefetched(w: &MxuWork, in_bytes: u64, chip: &ChipModel) -> Residency {
     let elem = w.dtype.bytes();
     // The weight (right-hand side, or the convolution kernel) in its (8, 128) tiles.
     let w_bytes = w.batch * w.taps_h * w.taps_w * w.k.div_ceil(8) * 8 * w.n.div_ceil(128) * 128 * elem;
     let x_bytes = in_bytes.saturating_sub(w_bytes);
     let budget = chip.prefetch_budget_bytes;
-    let (rhs_larger, large, small) = if w_bytes >= x_bytes {
+    let (rhs_larger, large, small) = if w_bytes > x_bytes {
         (true, w_bytes, x_bytes)
     } else {
         (false, x_bytes, w_bytes)
@@ -329,8 +335,36 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
 }
 
 /// [`plan_mxu_resident`] with the stationary operand's layout: a contracting-minor one is transposed block by
-/// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two.
+/// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two. Such an
+/// operand takes `mxu_weight_transpose_cycles` per block (the op model itself tells a weight from a transposed
+/// product's activation: [`plan_mxu_transposing`]).
 pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layout: MxuLayout) -> MxuPlan {
+    let transpose = layout
+        .stationary_k_minor
+        .then_some(chip.params.mxu_weight_transpose_cycles);
+    plan_mxu_transposing(w, chip, resident, transpose)
+}
+
+/// [`plan_mxu_resident`] whose stationary operand's blocks each take `transpose` cycles on the transpose unit
+/// (`None`: loaded as stored), in parallel with the MXU.
+pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>) -> MxuPlan {
+    search(w, chip, resident, transpose, false)
+}
+
+/// [`plan_mxu_transposing`] for a standalone op whose `prefetched` operands ([`prefetched`]) were copied on chip
+/// before the program: where that is VMEM (a chip without CMEM) the operand lies there whole, outside the
+/// kernel's scoped windows, so only the streamed operands and the result take window space. On v4 it is in
+/// CMEM and is read into windows like a streamed one.
+///
+/// Evidence: O0x040 (f32 [2048,2048] x [2048,2048], x prefetched, 16 MiB each): the compiler's fusion has 4
+/// windows (iteration bounds [4,1,1]) on tpu7x and v6e, whose 32 MiB scoped VMEM cannot hold x double-buffered
+/// beside any window of y (2 x 16 MiB), and costs the MXU's work plus the launch: 45,748 cycles on tpu7x.
+pub fn plan_mxu_prefetched(w: &MxuWork, chip: &ChipModel, prefetched: Residency, transpose: Option<f64>) -> MxuPlan {
+    search(w, chip, prefetched, transpose, chip.cmem_bytes == 0)
+}
+
+/// The window search; `outside` says resident operands take no window space.
+fn search(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>, outside: bool) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -390,7 +424,9 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
                 let w1 = tkb as f64 * k_per_block * tn as f64 * in_b;
                 let o1 = tm as f64 * tn as f64 * out_b;
                 let acc1 = if nk > 1 { tm as f64 * tn as f64 * 4.0 } else { 0.0 };
-                let vmem1 = 2.0 * (x1 + w1) + o1 + acc1;
+                let x_win = if outside && resident.lhs { 0.0 } else { 2.0 * x1 };
+                let w_win = if outside && resident.rhs { 0.0 } else { 2.0 * w1 };
+                let vmem1 = x_win + w_win + o1 + acc1;
                 // Batched products share windows: `tb` batch entries per window, as many as fit.
                 let tb = ((scoped / vmem1.max(1.0)).floor() as u64).clamp(1, w.batch);
                 let tbf = tb as f64;
@@ -404,11 +440,7 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
                 let mxu_iter = tbf
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
                         + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
-                let xlu_iter = if layout.stationary_k_minor {
-                    tbf * tkb as f64 * n_passes / count * p.mxu_weight_transpose_cycles
-                } else {
-                    0.0
-                };
+                let xlu_iter = transpose.map_or(0.0, |t| tbf * tkb as f64 * n_passes / count * t);
                 let mxu_iter = mxu_iter.max(xlu_iter);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
                 let widen = if w.dtype.bits() == 8 {

@@ -221,7 +221,7 @@ pub(crate) fn lower(op: &Checked, chip: &ChipModel) -> (Vec<Kernel>, u64) {
     }
 }
 
-fn matmul_operands(
+pub(crate) fn matmul_operands(
     b: u64,
     m: u64,
     k: u64,
@@ -262,27 +262,8 @@ pub(crate) fn matvec_on_mxu(chip: &ChipModel, dtype: Dtype) -> bool {
 /// tiles: C25.matmul.050 (M 5437, K 3968, N 32, f32) on v5e is one output fusion of 16,934 cycles, less than
 /// the 5440 rows x 31 K blocks / 4 MXUs = 42,160 MXU cycles of the untransposed product and close to the
 /// transposed 32 x 31 x 43 lane blocks / 4 = 10,664.
-fn transposed_result(b: u64, o: &PaddedArray) -> bool {
+pub(crate) fn transposed_result(b: u64, o: &PaddedArray) -> bool {
     b == 1 && o.order == [1, 0]
-}
-
-/// The layout of the stationary operand of an op's MXU kernel: for a rank-2 matmul the weight `[K, N]`, or the
-/// activation `[M, K]` when the product is computed transposed ([`transposed_result`]), contracting-dim minor
-/// when the compiler's entry layout puts K in the lanes. Batched matmuls and convolutions keep the default.
-pub(crate) fn mxu_layout(op: &Checked) -> MxuLayout {
-    let Checked::Matmul {
-        b: 1, m, k, n, dtype, ..
-    } = *op
-    else {
-        return MxuLayout::default();
-    };
-    let (x, w, o, _) = matmul_operands(1, m, k, n, dtype, false);
-    let stationary_k_minor = if transposed_result(1, &o) {
-        x.order == [0, 1]
-    } else {
-        w.order == [1, 0]
-    };
-    MxuLayout { stationary_k_minor }
 }
 
 fn lower_matmul(b: u64, m: u64, k: u64, n: u64, dtype: Dtype, mlp: bool, chip: &ChipModel) -> (Vec<Kernel>, u64) {

@@ -35,6 +35,7 @@ pub mod lower;
 pub mod padding;
 pub mod spec;
 pub mod split;
+pub mod stationary;
 
 pub use chip::{CalibratedChip, Calibration, ChipModel, HbmRates, MxuGeometry, TcParams, CHIP_NAMES};
 pub use cost::{Bound, KernelCost, OpCost, Phase, Unit};
@@ -94,13 +95,13 @@ pub fn kernels(op: &OpSpec, chip: &ChipModel) -> Result<Vec<lower::Kernel>, OpEr
 pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
     let (kernels, flops) = lower_op(&checked, chip);
-    let layout = lower::mxu_layout(&checked);
+    let held = stationary::stationary(&checked);
     let mut hbm_bytes = 0;
     let mut hbm_bytes_unpadded = 0;
     let mut vmem_bytes = 0;
     let mut costs = Vec::with_capacity(kernels.len());
     for k in &kernels {
-        let kc = cost::time_kernel_with(k, chip, layout);
+        let kc = cost::time_kernel_with(k, chip, held);
         hbm_bytes += k.in_bytes + k.out_bytes;
         hbm_bytes_unpadded += k.unpadded_bytes;
         vmem_bytes = vmem_bytes.max(kc.vmem_bytes);
