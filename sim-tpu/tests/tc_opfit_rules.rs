@@ -72,6 +72,7 @@ fn a_contracting_minor_stationary_operand_is_paced_by_the_transpose_unit() {
     let chip = bare_v4(200.0);
     let k_minor = MxuLayout {
         stationary_k_minor: true,
+        stationary_is_activation: false,
     };
     let plan = plan_mxu_layout(&w, &chip, on_chip, k_minor);
     assert!((plan.body_cycles - 3_200.0).abs() < 1e-6, "{}", plan.body_cycles);

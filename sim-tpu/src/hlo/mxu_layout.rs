@@ -1,8 +1,8 @@
 //! The layout of a dot's stationary MXU operand, for the op model's transpose-unit term
 //! (`tensorcore::cost::plan_mxu_layout`, `mxu_weight_transpose_cycles`): the operand whose blocks are loaded into
 //! the MXU (the right operand, or the left one of a product computed transposed,
-//! [`super::matvec::skinny_transposed`]) is transposed block by block when its layout puts the contracting dim
-//! in the lanes. Only an entry parameter's layout is known before the compiler assigns layouts: the entry layout
+//! [`super::matvec::skinny_transposed`], an activation: `mxu_act_transpose_cycles`) is transposed block by
+//! block when its layout puts the contracting dim in the lanes. Only an entry parameter's layout is known before the compiler assigns layouts: the entry layout
 //! the compiler gives it (`tiling::tpu_layout`, least padded bytes) or, in an optimized module, the one written.
 //!
 //! Evidence (compiler corpus, decode_matmul on v4, weights prefetched to CMEM): the K-minor weights
@@ -48,6 +48,7 @@ pub(super) fn stationary_layout(
     };
     Ok(MxuLayout {
         stationary_k_minor: minor_dim(&operand.ins.shape, sizer)? == Some(*c),
+        stationary_is_activation: transposed,
     })
 }
 

@@ -336,12 +336,15 @@ pub fn plan_mxu_resident(w: &MxuWork, chip: &ChipModel, resident: Residency) -> 
 
 /// [`plan_mxu_resident`] with the stationary operand's layout: a contracting-minor one is transposed block by
 /// block on the transpose unit, in parallel with the MXU, so a window takes the slower of the two. Such an
-/// operand takes `mxu_weight_transpose_cycles` per block (the op model itself tells a weight from a transposed
-/// product's activation: [`plan_mxu_transposing`]).
+/// operand takes `mxu_weight_transpose_cycles` per block, or `mxu_act_transpose_cycles` when it is the
+/// activation of a product computed transposed (the op model's own ops: [`plan_mxu_transposing`]).
 pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layout: MxuLayout) -> MxuPlan {
-    let transpose = layout
-        .stationary_k_minor
-        .then_some(chip.params.mxu_weight_transpose_cycles);
+    let rate = if layout.stationary_is_activation {
+        chip.params.mxu_act_transpose_cycles
+    } else {
+        chip.params.mxu_weight_transpose_cycles
+    };
+    let transpose = layout.stationary_k_minor.then_some(rate);
     plan_mxu_transposing(w, chip, resident, transpose)
 }
 

@@ -85,6 +85,9 @@ pub struct MxuLayout {
     /// Contracting dim minor (`[K, N]{0,1}`, or `[M, K]{1,0}` read as the stationary operand of a transposed
     /// product): each block goes through the transpose unit before it enters the MXU.
     pub stationary_k_minor: bool,
+    /// The stationary operand is the activation of a product computed transposed (its left operand), which the
+    /// transpose unit takes at `mxu_act_transpose_cycles`, not the weight's rate ([`super::stationary`]).
+    pub stationary_is_activation: bool,
 }
 
 /// One kernel of a lowered op.
