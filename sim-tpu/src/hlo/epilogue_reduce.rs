@@ -57,7 +57,7 @@ pub(super) fn merge_into_mxu(g: &Graph<'_>, groups: Vec<Group>) -> Vec<Group> {
             producer.insert(o, m);
         }
         if let Some(mxu) = kernels[m].as_mut() {
-            absorb(mxu, red);
+            mxu.absorb(red);
             grown.insert(mxu.anchor);
         }
     }
@@ -124,24 +124,6 @@ fn after_reduction(g: &Graph<'_>, v: usize, members: &BTreeSet<usize>) -> bool {
         stack.extend(g.nodes[x].operands.iter().copied());
     }
     false
-}
-
-/// Kernel `mxu` takes over `red`'s members, the values `red` read that `mxu` does not compute, and its outputs.
-fn absorb(mxu: &mut Group, red: Group) {
-    let mut members: BTreeSet<usize> = mxu.members.iter().copied().collect();
-    members.extend(red.members.iter().copied());
-    for i in red.inputs {
-        if !members.contains(&i) && !mxu.inputs.contains(&i) {
-            mxu.inputs.push(i);
-        }
-    }
-    for o in red.outputs {
-        if !mxu.outputs.contains(&o) {
-            mxu.outputs.push(o);
-        }
-    }
-    // Node ids are a topological order.
-    mxu.members = members.into_iter().collect();
 }
 
 /// Outputs of the kernels that took reductions (anchored at `grown`) that no remaining kernel reads and the entry

@@ -78,6 +78,27 @@ pub struct Group {
     pub outputs: Vec<usize>,
 }
 
+impl Group {
+    /// This kernel takes over `other`'s members, the values `other` read that this one does not compute, and
+    /// `other`'s outputs (a reduction or a store merged into a matmul kernel).
+    pub(super) fn absorb(&mut self, other: Group) {
+        let mut members: BTreeSet<usize> = self.members.iter().copied().collect();
+        members.extend(other.members.iter().copied());
+        for i in other.inputs {
+            if !members.contains(&i) && !self.inputs.contains(&i) {
+                self.inputs.push(i);
+            }
+        }
+        for o in other.outputs {
+            if !self.outputs.contains(&o) {
+                self.outputs.push(o);
+            }
+        }
+        // Node ids are a topological order.
+        self.members = members.into_iter().collect();
+    }
+}
+
 fn pass_through(class: OpClass, opcode: &str) -> bool {
     // Free ops that forward a value (a tuple that is not the root forwards its operands; a reduction over unit
     // dimensions and the reshape before it, free, forward its input: `super::graph`).

@@ -13,7 +13,7 @@
 //! Not merged: an update of a value no matmul kernel before it computes, or a kernel also reading a value
 //! written after that matmul kernel.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::HashMap;
 
 use super::fusion::{Group, KernelKind};
 use super::graph::Graph;
@@ -38,7 +38,7 @@ pub(super) fn merge_updates(g: &Graph<'_>, groups: Vec<Group>) -> Vec<Group> {
             producer.insert(o, m);
         }
         if let Some(mxu) = kernels[m].as_mut() {
-            absorb(mxu, update);
+            mxu.absorb(update);
         }
     }
     kernels.into_iter().flatten().collect()
@@ -75,25 +75,6 @@ fn target(
         mxu = Some(p);
     }
     mxu
-}
-
-/// Kernel `mxu` takes over `update`'s members, the values `update` read that `mxu` does not compute, and its
-/// outputs.
-fn absorb(mxu: &mut Group, update: Group) {
-    let mut members: BTreeSet<usize> = mxu.members.iter().copied().collect();
-    members.extend(update.members.iter().copied());
-    for i in update.inputs {
-        if !members.contains(&i) && !mxu.inputs.contains(&i) {
-            mxu.inputs.push(i);
-        }
-    }
-    for o in update.outputs {
-        if !mxu.outputs.contains(&o) {
-            mxu.outputs.push(o);
-        }
-    }
-    // Node ids are a topological order.
-    mxu.members = members.into_iter().collect();
 }
 
 #[cfg(test)]
