@@ -5,30 +5,13 @@
 //! fusion's (H, W, N, C) order. Element counts are worked by hand from the shapes; cycles and bytes come from
 //! the compiler's own records.
 
-use sim_tpu::tensorcore::lower::{VpuClass, Work};
+mod support;
+use sim_tpu::tensorcore::lower::VpuClass;
 use sim_tpu::tensorcore::{cost, kernels, ChipModel, OpSpec};
-
-fn conv(input: [u64; 4], kernel: [u64; 4], stride: u64, padding: &str, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"conv2d_nhwc","params":{{"input":{input:?},"kernel_hwio":{kernel:?},"stride":{stride},"padding":"{padding}","dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
-
-fn vpu(work: &Work) -> (VpuClass, f64) {
-    match work {
-        Work::Vpu { class, blocks, .. } => (*class, *blocks),
-        other => panic!("expected a VPU kernel, got {other:?}"),
-    }
-}
+use support::conv::{conv, error, vpu};
 
 fn names(op: &OpSpec, chip: &ChipModel) -> Vec<&'static str> {
     kernels(op, chip).unwrap().iter().map(|k| k.name).collect()
-}
-
-fn error(pred: u64, compiler: u64) -> f64 {
-    let (p, e) = (pred as f64, compiler as f64);
-    p.max(e) / p.min(e) - 1.0
 }
 
 #[test]

@@ -3,27 +3,10 @@
 //! layout, which dim the input copy puts in the lanes, and the column-blocked windowing of a single image.
 //! Element counts are worked by hand from the shapes; cycles come from the compiler's own records.
 
-use sim_tpu::tensorcore::lower::{VpuClass, Work};
-use sim_tpu::tensorcore::{cost, kernels, ChipModel, OpSpec};
-
-fn conv(input: [u64; 4], kernel: [u64; 4], stride: u64, padding: &str, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"conv2d_nhwc","params":{{"input":{input:?},"kernel_hwio":{kernel:?},"stride":{stride},"padding":"{padding}","dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
-
-fn vpu(work: &Work) -> (VpuClass, f64) {
-    match work {
-        Work::Vpu { class, blocks, .. } => (*class, *blocks),
-        other => panic!("expected a VPU kernel, got {other:?}"),
-    }
-}
-
-fn error(pred: u64, compiler: u64) -> f64 {
-    let (p, e) = (pred as f64, compiler as f64);
-    p.max(e) / p.min(e) - 1.0
-}
+mod support;
+use sim_tpu::tensorcore::lower::VpuClass;
+use sim_tpu::tensorcore::{cost, kernels, ChipModel};
+use support::conv::{conv, error, vpu};
 
 #[test]
 fn a_channel_minor_result_copy_moves_rows_not_lanes() {

@@ -1,2 +1,3 @@
+pub mod conv;
 pub mod hlo;
 pub mod records;
