@@ -1,7 +1,8 @@
 //! Prints `tpusim hlo`'s errors against the compiler on the calibration programs (testdata/hlo/programs.json),
 //! separately for the records constants may be fitted on (`fit`) and the held-out ones.
 //!
-//! `cargo run --release -p sim-tpu --example hlo_calibration [-- --verbose]`
+//! `cargo run --release -p sim-tpu --example hlo_calibration [-- --params FILE] [-- --verbose]` (`--params`: constants
+//! from a file in calibration.json's format instead of the installed ones, for the sample as for the corpus)
 //!
 //! With `--corpus`, the same against the compiler corpus (testdata/hlo/corpus/) under its three splits, per chip:
 //! random held-out, size extrapolation (the largest fifth of each family) and per family (a leave-one-family-out
@@ -16,89 +17,71 @@ use std::collections::BTreeMap;
 use std::path::PathBuf;
 
 use sim_tpu::hlo::corpus::Split;
-use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
-use sim_tpu::hlo::{cost_module, hlo_params, HloModule, HloParams};
-use sim_tpu::tensorcore::ChipModel;
+use sim_tpu::hlo::score::quantile;
+use sim_tpu::hlo::{hlo_params, HloParams};
 
 #[allow(dead_code)]
 mod common;
+#[path = "../tests/support/records.rs"]
+mod records;
 
 fn main() {
     let args: Vec<String> = std::env::args().collect();
     let verbose = args.iter().any(|a| a == "--verbose");
+    let value = |flag: &str| {
+        args.iter()
+            .position(|a| a == flag)
+            .and_then(|i| args.get(i + 1))
+            .cloned()
+    };
+    let params: Vec<HloParams> = match value("--params") {
+        Some(f) => serde_json::from_str(&std::fs::read_to_string(&f).expect("--params file")).expect("params"),
+        None => hlo_params(),
+    };
     if args.iter().any(|a| a == "--corpus") {
-        let value = |flag: &str| {
-            args.iter()
-                .position(|a| a == flag)
-                .and_then(|i| args.get(i + 1))
-                .cloned()
-        };
-        let params: Vec<HloParams> = match value("--params") {
-            Some(f) => serde_json::from_str(&std::fs::read_to_string(&f).expect("--params file")).expect("params"),
-            None => hlo_params(),
-        };
         let split = value("--split").map(|s| Split::parse(&s).expect("--split"));
         corpus_report(&params, split, verbose);
         return;
     }
-    let dir = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/hlo");
-    let records: Vec<serde_json::Value> =
-        serde_json::from_str(&std::fs::read_to_string(dir.join("programs.json")).unwrap()).unwrap();
+    sample_report(&params, verbose);
+}
+
+/// Errors on the reference sample (testdata/hlo/programs.json), per split and chip, costed with `params`.
+fn sample_report(params: &[HloParams], verbose: bool) {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let errs = records::sample_errors(&root, params).expect("reference sample");
     // (split, chip) -> cycle errors, temp errors
     let mut cyc: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     let mut tmp: BTreeMap<(String, String), Vec<f64>> = BTreeMap::new();
     let mut bytes_bad = 0;
-    for r in &records {
-        let text = std::fs::read_to_string(dir.join(r["hlo"].as_str().unwrap())).unwrap();
-        let m = HloModule::parse(&text).unwrap();
-        let chip = ChipModel::preset(r["chip"].as_str().unwrap()).unwrap();
-        let c = cost_module(&m, &chip).unwrap();
-        let split = r["split"].as_str().unwrap().to_string();
-        let ch = r["chip"].as_str().unwrap().to_string();
-        if c.argument_bytes != r["argument_bytes"].as_u64().unwrap()
-            || c.output_bytes != r["output_bytes"].as_u64().unwrap()
-        {
+    for e in &errs {
+        if !e.bytes_exact {
             bytes_bad += 1;
-            println!(
-                "BYTES {} arg {} vs {} out {} vs {}",
-                r["id"], c.argument_bytes, r["argument_bytes"], c.output_bytes, r["output_bytes"]
-            );
+            println!("BYTES {}: argument or output bytes differ", e.id);
         }
-        let te = temp_error(c.temp_bytes, r["temp_bytes"].as_u64().unwrap());
-        for key in [(split.clone(), ch.clone()), (split.clone(), "all".to_string())] {
-            tmp.entry(key).or_default().push(te);
-        }
-        if verbose && !r["estimate_complete"].as_bool().unwrap() {
-            println!(
-                "{:6} {:62} (cycles not scored)  temp {:>11} vs {:>11}",
-                split,
-                r["id"].as_str().unwrap(),
-                c.temp_bytes,
-                r["temp_bytes"]
-            );
-        }
-        if r["estimate_complete"].as_bool().unwrap() {
-            let est = r["total_estimated_cycles"].as_f64().unwrap();
-            let e = ratio_error(c.total_cycles as f64, est);
-            for key in [(split.clone(), ch.clone()), (split.clone(), "all".to_string())] {
-                cyc.entry(key).or_default().push(e);
+        for key in [(e.split.clone(), e.chip.clone()), (e.split.clone(), "all".to_string())] {
+            tmp.entry(key.clone()).or_default().push(e.temp);
+            if let Some(c) = e.cycles {
+                cyc.entry(key).or_default().push(c);
             }
-            if verbose {
-                println!(
-                    "{:6} {:62} pred {:>11} est {:>11.0} {:+7.1}%  temp {:>11} vs {:>11}  kernels {}",
-                    split,
-                    r["id"].as_str().unwrap(),
-                    c.total_cycles,
-                    est,
-                    (c.total_cycles as f64 / est - 1.0) * 100.0,
-                    c.temp_bytes,
-                    r["temp_bytes"],
-                    c.kernels.len()
-                );
-            }
+        }
+        if verbose {
+            let cycles = match e.cycles {
+                Some(_) => format!(
+                    "pred {:>11} est {:>11.0} {:+7.1}%",
+                    e.predicted_cycles,
+                    e.compiler_cycles,
+                    (e.predicted_cycles as f64 / e.compiler_cycles - 1.0) * 100.0
+                ),
+                None => "(cycles not scored)".to_string(),
+            };
+            println!(
+                "{:6} {:62} {cycles}  temp {:>11} vs {:>11}  kernels {}",
+                e.split, e.id, e.predicted_temp_bytes, e.compiler_temp_bytes, e.kernels
+            );
         }
     }
-    println!("argument/output bytes mismatches: {bytes_bad} of {}", records.len());
+    println!("argument/output bytes mismatches: {bytes_bad} of {}", errs.len());
     println!(
         "{:8} {:6} {:>4} {:>9} {:>9} {:>10}",
         "split", "chip", "n", "cyc med", "cyc p90", "temp med"
@@ -183,6 +166,21 @@ fn corpus_report(params: &[HloParams], only: Option<Split>, verbose: bool) {
         "check set / chip", "n", "cyc med", "cyc p90", "temp med"
     );
     for split in &splits {
+        if *split == Split::Random {
+            // The records the random split's constants are fitted on (a check of the fit, not evidence of
+            // accuracy), and every scored record (fit and held-out).
+            for (label, fit_only) in [("random fit side", true), ("all records", false)] {
+                for chip in chips.iter().map(String::as_str).chain(["all"]) {
+                    let sel: Vec<_> = errs
+                        .iter()
+                        .filter(|(l, _)| (!fit_only || split.fits_on(&l.rec)) && (chip == "all" || l.rec.chip == chip))
+                        .collect();
+                    let cyc: Vec<f64> = sel.iter().filter_map(|(_, e)| e.cycles).collect();
+                    let tmp: Vec<f64> = sel.iter().map(|(_, e)| e.temp).collect();
+                    row(&format!("{label} {chip}"), &cyc, &tmp);
+                }
+            }
+        }
         let label = match split {
             Split::Random => "random held-out".to_string(),
             Split::SizeExtrapolation => "size: largest fifth".to_string(),

@@ -10,6 +10,9 @@ use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
 use sim_tpu::hlo::{cost_module, HloModule};
 use sim_tpu::tensorcore::ChipModel;
 
+#[path = "support/records.rs"]
+mod records;
+
 fn dir() -> PathBuf {
     PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("../testdata/hlo")
 }
@@ -205,4 +208,45 @@ fn calibration_constants_stay_within_physical_bounds() {
         assert!((0.0..=1.0).contains(&h.mxu_epilogue_factor) && (0.2..=1.0).contains(&h.launch_factor));
         assert!(h.fused_op_cycles > 0.0 && h.loop_block_cycles > 0.0);
     }
+}
+
+/// `hlo_calibration`'s sample report (`records::sample_errors`) costs with the constants it is given, as its
+/// `--params` promises (it used the installed ones whatever the flag): the installed constants give
+/// `cost_module_with`'s totals on every record (as the fit and the corpus report cost: `cost_module` takes the
+/// chip model's unrounded stream rate, a cycle or two apart), and loop kernels' per-op and per-block cycles doubled give a larger
+/// total on every chip (every chip's sample has VPU-bound loop kernels, whose time these constants set).
+#[test]
+fn sample_report_costs_with_the_given_constants() {
+    let root = PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("..");
+    let installed = sim_tpu::hlo::hlo_params();
+    let base = records::sample_errors(&root, &installed).unwrap();
+    assert_eq!(base.len(), 120);
+    for (e, r) in base.iter().zip(records()) {
+        let m = HloModule::parse(&std::fs::read_to_string(dir().join(r["hlo"].as_str().unwrap())).unwrap()).unwrap();
+        let hp = installed.iter().find(|h| h.name == e.chip).unwrap();
+        let c = sim_tpu::hlo::cost_module_with(&m, &ChipModel::preset(&e.chip).unwrap(), hp).unwrap();
+        assert_eq!(e.predicted_cycles, c.total_cycles, "{}", e.id);
+    }
+    let doubled: Vec<_> = installed
+        .iter()
+        .cloned()
+        .map(|mut h| {
+            h.fused_op_cycles *= 2.0;
+            h.loop_block_cycles *= 2.0;
+            h
+        })
+        .collect();
+    let slower = records::sample_errors(&root, &doubled).unwrap();
+    let mut totals: BTreeMap<String, (u64, u64)> = BTreeMap::new();
+    for (b, s) in base.iter().zip(&slower) {
+        let t = totals.entry(b.chip.clone()).or_default();
+        t.0 += b.predicted_cycles;
+        t.1 += s.predicted_cycles;
+    }
+    assert_eq!(totals.len(), 5);
+    for (chip, (b, s)) in totals {
+        assert!(s > b, "{chip}: {s} cycles with doubled loop constants, {b} installed");
+    }
+    // Only the chips given are costed.
+    assert_eq!(records::sample_errors(&root, &installed[..1]).unwrap().len(), 24);
 }

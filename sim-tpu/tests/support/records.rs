@@ -125,6 +125,83 @@ fn heldout_errors(root: &Path, records: Vec<ProgramRecord>) -> Result<Vec<(Strin
     Ok(out)
 }
 
+/// One reference-sample record (`testdata/hlo/programs.json`) costed with a given set of constants.
+pub struct SampleError {
+    /// `program@chip`.
+    pub id: String,
+    /// Chip preset.
+    pub chip: String,
+    /// `fit` or `heldout`.
+    pub split: String,
+    /// Predicted cycles.
+    pub predicted_cycles: u64,
+    /// The compiler's total.
+    pub compiler_cycles: f64,
+    /// Cycle error (None when the compiler's estimate is incomplete: not scored).
+    pub cycles: Option<f64>,
+    /// Predicted temp bytes.
+    pub predicted_temp_bytes: u64,
+    /// The compiler's temp bytes.
+    pub compiler_temp_bytes: u64,
+    /// Temp bytes error.
+    pub temp: f64,
+    /// Whether argument and output bytes match exactly.
+    pub bytes_exact: bool,
+    /// Kernels tpusim costs.
+    pub kernels: usize,
+}
+
+/// A record of `testdata/hlo/programs.json` (the fields the sample report reads).
+#[derive(serde::Deserialize)]
+struct SampleRecord {
+    id: String,
+    chip: String,
+    split: String,
+    hlo: String,
+    estimate_complete: bool,
+    total_estimated_cycles: f64,
+    argument_bytes: u64,
+    output_bytes: u64,
+    temp_bytes: u64,
+}
+
+/// Every reference-sample record whose chip `params` has, costed with `params` (not the installed constants).
+pub fn sample_errors(
+    root: &Path,
+    params: &[sim_tpu::hlo::HloParams],
+) -> Result<Vec<SampleError>, Box<dyn std::error::Error>> {
+    use sim_tpu::hlo::score::{ratio_error, temp_error};
+    use sim_tpu::hlo::{cost_module_with, HloModule};
+    let p = root.join("testdata/hlo/programs.json");
+    let text = std::fs::read_to_string(&p).map_err(|e| format!("{}: {e}", p.display()))?;
+    let recs: Vec<SampleRecord> = serde_json::from_str(&text).map_err(|e| format!("{}: {e}", p.display()))?;
+    let mut out = Vec::new();
+    for r in recs {
+        let Some(hp) = params.iter().find(|h| h.name == r.chip) else {
+            continue;
+        };
+        let text = hlo_text(root, &r.hlo).ok_or_else(|| format!("{}: missing", r.hlo))?;
+        let m = HloModule::parse(&text).map_err(|e| format!("{}: {e}", r.hlo))?;
+        let c = cost_module_with(&m, &sim_tpu::tensorcore::ChipModel::preset(&r.chip)?, hp)?;
+        out.push(SampleError {
+            cycles: r
+                .estimate_complete
+                .then(|| ratio_error(c.total_cycles as f64, r.total_estimated_cycles)),
+            temp: temp_error(c.temp_bytes, r.temp_bytes),
+            bytes_exact: c.argument_bytes == r.argument_bytes && c.output_bytes == r.output_bytes,
+            predicted_cycles: c.total_cycles,
+            compiler_cycles: r.total_estimated_cycles,
+            predicted_temp_bytes: c.temp_bytes,
+            compiler_temp_bytes: r.temp_bytes,
+            kernels: c.kernels.len(),
+            id: r.id,
+            chip: r.chip,
+            split: r.split,
+        });
+    }
+    Ok(out)
+}
+
 /// `tpusim op`'s cycle errors on the held-out op records (sample and corpus), by chip.
 pub fn op_heldout_errors(root: &Path) -> Result<Vec<(String, f64)>, Box<dyn std::error::Error>> {
     use sim_tpu::tensorcore::calibration::compare;
