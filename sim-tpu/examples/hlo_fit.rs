@@ -7,6 +7,9 @@
 //! that split lets constants be fitted on (default `random`: its `fit` side), added to the `fit` records of
 //! programs.json; `hlo_calibration --corpus --split S --params FILE` then checks the output on that split.
 //!
+//! The cycle objective (`sim_tpu::hlo::fit`): each corpus family and the reference sample weigh alike, and a
+//! record's log error counts squared within a 40% error and linearly beyond it.
+//!
 //! `--quick` (for the leave-one-family-out table, 16 fits): keeps the installed temp constants and VMEM budget
 //! and runs one round of the coordinate search, with steps down to 10%, instead of three rounds down to 1%.
 
@@ -14,6 +17,7 @@ use std::path::PathBuf;
 
 use sim_tpu::chips::Chip;
 use sim_tpu::hlo::corpus::Split;
+use sim_tpu::hlo::fit::{self, FitGroup};
 use sim_tpu::hlo::score::{quantile, ratio_error, temp_error};
 use sim_tpu::hlo::{cost_module_with, hlo_params, HloModule, HloParams};
 use sim_tpu::tensorcore::ChipModel;
@@ -21,7 +25,7 @@ use sim_tpu::tensorcore::ChipModel;
 #[allow(dead_code)]
 mod common;
 
-/// Objective differences below this (0.2% in the RMS log error) are noise on 15 records: budgets within it of
+/// Objective differences below this (0.002 in the objective's log units) are noise on 15 records: budgets within it of
 /// the best count as scoring the same.
 const SCAN_TOLERANCE: f64 = 0.002;
 
@@ -30,29 +34,33 @@ struct Rec {
     est: f64,
     temp: u64,
     scored: bool,
+    /// The set it is weighed in (`hlo::fit`).
+    group: FitGroup,
+    /// Its weight in the cycle objective (`hlo::fit::group_weights` over the scored records; 0 when not scored).
+    weight: f64,
 }
 
 fn objective(recs: &[Rec], chip: &ChipModel, hp: &HloParams) -> f64 {
-    // Root mean square of the log errors: balances over- and under-prediction, and weighs a record far off (what
-    // the p90 target judges) more than several a little off, without letting the single worst one decide.
-    // Two threads, each summing a half: the sum is the same whatever the split (each half's squared log errors
-    // added in record order, then the halves), so the fit stays deterministic.
+    // The weighted robust log-error objective of `hlo::fit` (groups weigh alike, a linear tail past a 40% error).
+    // Two threads, each costing a half in record order: the pairs are then summed in record order whatever the
+    // split, so the fit stays deterministic.
     let scored: Vec<&Rec> = recs.iter().filter(|r| r.scored).collect();
     let half = scored.len().div_ceil(2);
-    let sum = |part: &[&Rec]| -> f64 {
+    let pairs = |part: &[&Rec]| -> Vec<(f64, f64)> {
         part.iter()
             .map(|r| {
                 let c = cost_module_with(&r.module, chip, hp).unwrap();
-                (c.total_cycles.max(1) as f64 / r.est).ln().powi(2)
+                (r.weight, (c.total_cycles.max(1) as f64 / r.est).ln())
             })
-            .sum()
+            .collect()
     };
     let (a, b) = scored.split_at(half.min(scored.len()));
-    let (sa, sb) = std::thread::scope(|s| {
-        let h = s.spawn(|| sum(b));
-        (sum(a), h.join().unwrap())
+    let (mut pa, pb) = std::thread::scope(|s| {
+        let h = s.spawn(|| pairs(b));
+        (pairs(a), h.join().unwrap())
     });
-    ((sa + sb) / scored.len().max(1) as f64).sqrt()
+    pa.extend(pb);
+    fit::objective(&pa)
 }
 
 /// Coordinate search on a log grid from a few starting points (the objective has local minima), the
@@ -135,6 +143,16 @@ fn search(start: &HloParams, recs: &[Rec], chip: &ChipModel, corpus: bool, quick
     best_start.1
 }
 
+/// `recs` with their weights: every group of scored records weighs alike (`hlo::fit::group_weights`).
+fn weighted(mut recs: Vec<Rec>) -> Vec<Rec> {
+    let groups: Vec<FitGroup> = recs.iter().filter(|r| r.scored).map(|r| r.group.clone()).collect();
+    let mut w = fit::group_weights(&groups).into_iter();
+    for r in recs.iter_mut().filter(|r| r.scored) {
+        r.weight = w.next().unwrap_or(0.0);
+    }
+    recs
+}
+
 /// The fitted constants rounded to three decimals (as `calibration.json` keeps them).
 fn rounded(mut hp: HloParams) -> HloParams {
     hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
@@ -185,14 +203,19 @@ fn main() {
                 est: r["total_estimated_cycles"].as_f64().unwrap(),
                 temp: r["temp_bytes"].as_u64().unwrap(),
                 scored: r["estimate_complete"].as_bool().unwrap(),
+                group: FitGroup::Reference,
+                weight: 0.0,
             })
             .chain(corpus.iter().filter(|l| l.rec.chip == start.name).map(|l| Rec {
                 module: l.module.clone(),
                 est: l.rec.total_estimated_cycles as f64,
                 temp: l.rec.temp_bytes,
                 scored: l.rec.estimate_complete && l.rec.total_estimated_cycles > 0,
+                group: FitGroup::Family(l.rec.family.clone()),
+                weight: 0.0,
             }))
             .collect();
+        let recs = weighted(recs);
         // Temp constants (first: they do not depend on the cycle constants): on-chip bytes for temporaries
         // (multiples of 1 MiB up to the chip's VMEM, or its CMEM where it has one), then the HBM overhead and the
         // per-row-reduction scratch (multiples of 4 KiB, at most 64 and 124 KiB), with the least median temp error (+ a
@@ -286,24 +309,26 @@ fn main() {
             flat.iter().map(|b| b >> 20).collect::<Vec<_>>()
         );
         let hp = rounded(search(&start, &recs, &chip, split.is_some(), false));
-        let errs: Vec<f64> = recs
-            .iter()
-            .filter(|r| r.scored)
-            .map(|r| {
-                ratio_error(
-                    cost_module_with(&r.module, &chip, &hp).unwrap().total_cycles as f64,
-                    r.est,
-                )
-            })
-            .collect();
-        eprintln!(
-            "{}: fit records {} cycles median {:.1}% p90 {:.1}%  {:?}",
-            hp.name,
-            errs.len(),
-            quantile(&errs, 0.5) * 100.0,
-            quantile(&errs, 0.9) * 100.0,
-            hp
-        );
+        for (label, reference) in [("reference sample", true), ("corpus", false)] {
+            let errs: Vec<f64> = recs
+                .iter()
+                .filter(|r| r.scored && (r.group == FitGroup::Reference) == reference)
+                .map(|r| {
+                    ratio_error(
+                        cost_module_with(&r.module, &chip, &hp).unwrap().total_cycles as f64,
+                        r.est,
+                    )
+                })
+                .collect();
+            eprintln!(
+                "{}: fit records ({label}) {} cycles median {:.1}% p90 {:.1}%",
+                hp.name,
+                errs.len(),
+                quantile(&errs, 0.5) * 100.0,
+                quantile(&errs, 0.9) * 100.0,
+            );
+        }
+        eprintln!("{}: objective {:.4} {:?}", hp.name, objective(&recs, &chip, &hp), hp);
         out.push(hp);
     }
     println!("{}", serde_json::to_string_pretty(&out).unwrap());

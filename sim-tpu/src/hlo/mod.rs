@@ -30,6 +30,7 @@ mod cross_lane;
 mod drain;
 mod epilogue_inputs;
 mod epilogue_reduce;
+pub mod fit;
 pub mod fusion;
 pub mod graph;
 mod inplace;
