@@ -99,21 +99,20 @@ fn argument_and_output_bytes_are_exact_on_every_record() {
 
 /// Held-out bounds: the targets are median 15 % and p90 40 % per chip, temp median 25 %. With 7 records a
 /// chip the median is the 4th record and the p90 the worst, so these move by a record. After the merged rules of
-/// this stop (loop-body matmuls on chip, stores fused into their matmul, convolution copies as row relayouts, narrow
-/// results transposed, one-pass softmax, pass splits of large results) and the joint refit on the sample's and the
-/// corpus's fit records, this sample is worse than before them: medians tpu7x 13.9 %, v5p 15.8 %, v5e 16.9 %,
-/// v6e 17.6 %, v4 27.4 % (11.2, 11.0, 15.3, 13.0, 22.4 before); p90s v5e 25.0 %, v6e 36.7 %, tpu7x 42.0 %, v4
-/// 49.5 %, v5p 54.7 % (19.5, 28.9, 22.4, 42.6, 35.1 before). The S=2048 attention keeps its kernels, but
-/// the refit's constants, fitted on the corpus's fit records beside the sample's 75, put the VPU-bound S=2048
-/// attention 20-55 % over on every chip (its score kernel 2.24M -> 2.63M cycles on tpu7x, same kernels). Over the targets, stated in the
-/// README, bounded here so they cannot grow unnoticed.
-const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.18;
-const HELDOUT_CYCLES_P90_MAX: f64 = 0.43;
-/// v4's p90 (49.5 %) and v5p's (54.7 %): the S=2048 attention record, see above.
-const HELDOUT_CYCLES_P90_MAX_V4: f64 = 0.50;
-const HELDOUT_CYCLES_P90_MAX_V5P: f64 = 0.55;
-/// v4's median (27.4 %), see above.
-const HELDOUT_CYCLES_MEDIAN_MAX_V4: f64 = 0.28;
+/// the last stop and the joint refit on the sample's and the corpus's fit records, this sample got worse
+/// (medians tpu7x 13.9 %, v5p 15.8 %, v5e 16.9 %, v6e 17.6 %, v4 27.4 %; p90s v5e 25.0 %, v6e 36.7 %, tpu7x
+/// 42.0 %, v4 49.5 %, v5p 54.7 %): constants fitted mostly on the corpus put the VPU-bound S=2048 attention
+/// 20-55 % over on every chip. The fit's objective now weighs this sample as much as one corpus family, with a
+/// robust tail (`hlo::fit`): medians v6e 11.9 %, tpu7x 14.3 %, v5e 15.2 %, v5p 15.8 %, v4 25.8 %; p90s v5e
+/// 30.5 %, v6e 36.3 %, tpu7x 40.8 %, v4 47.1 %, v5p 51.9 %. Over the targets, stated in the README, bounded here
+/// so they cannot grow unnoticed.
+const HELDOUT_CYCLES_MEDIAN_MAX: f64 = 0.17;
+const HELDOUT_CYCLES_P90_MAX: f64 = 0.42;
+/// v4's p90 (47.1 %) and v5p's (51.9 %): the S=2048 attention record, see above.
+const HELDOUT_CYCLES_P90_MAX_V4: f64 = 0.48;
+const HELDOUT_CYCLES_P90_MAX_V5P: f64 = 0.53;
+/// v4's median (25.8 %), see above.
+const HELDOUT_CYCLES_MEDIAN_MAX_V4: f64 = 0.27;
 const HELDOUT_TEMP_MEDIAN_MAX: f64 = 0.25;
 
 /// On the programs the constants were fitted on (a check of the fitter, not evidence of accuracy).
