@@ -153,6 +153,30 @@ fn weighted(mut recs: Vec<Rec>) -> Vec<Rec> {
     recs
 }
 
+/// Prints the fit records' cycle errors under `hp` (the reference sample's and the corpus's apart) and the objective.
+fn report_fit(recs: &[Rec], chip: &ChipModel, hp: &HloParams) {
+    for (label, reference) in [("reference sample", true), ("corpus", false)] {
+        let errs: Vec<f64> = recs
+            .iter()
+            .filter(|r| r.scored && (r.group == FitGroup::Reference) == reference)
+            .map(|r| {
+                ratio_error(
+                    cost_module_with(&r.module, chip, hp).unwrap().total_cycles as f64,
+                    r.est,
+                )
+            })
+            .collect();
+        eprintln!(
+            "{}: fit records ({label}) {} cycles median {:.1}% p90 {:.1}%",
+            hp.name,
+            errs.len(),
+            quantile(&errs, 0.5) * 100.0,
+            quantile(&errs, 0.9) * 100.0,
+        );
+    }
+    eprintln!("{}: objective {:.4} {:?}", hp.name, objective(recs, chip, hp), hp);
+}
+
 /// The fitted constants rounded to three decimals (as `calibration.json` keeps them).
 fn rounded(mut hp: HloParams) -> HloParams {
     hp.fused_op_cycles = (hp.fused_op_cycles * 1000.0).round() / 1000.0;
@@ -309,26 +333,7 @@ fn main() {
             flat.iter().map(|b| b >> 20).collect::<Vec<_>>()
         );
         let hp = rounded(search(&start, &recs, &chip, split.is_some(), false));
-        for (label, reference) in [("reference sample", true), ("corpus", false)] {
-            let errs: Vec<f64> = recs
-                .iter()
-                .filter(|r| r.scored && (r.group == FitGroup::Reference) == reference)
-                .map(|r| {
-                    ratio_error(
-                        cost_module_with(&r.module, &chip, &hp).unwrap().total_cycles as f64,
-                        r.est,
-                    )
-                })
-                .collect();
-            eprintln!(
-                "{}: fit records ({label}) {} cycles median {:.1}% p90 {:.1}%",
-                hp.name,
-                errs.len(),
-                quantile(&errs, 0.5) * 100.0,
-                quantile(&errs, 0.9) * 100.0,
-            );
-        }
-        eprintln!("{}: objective {:.4} {:?}", hp.name, objective(&recs, &chip, &hp), hp);
+        report_fit(&recs, &chip, &hp);
         out.push(hp);
     }
     println!("{}", serde_json::to_string_pretty(&out).unwrap());
