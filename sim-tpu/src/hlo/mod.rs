@@ -30,6 +30,7 @@ mod cross_lane;
 mod drain;
 mod epilogue_inputs;
 mod epilogue_reduce;
+mod epilogue_sweep;
 pub mod fusion;
 pub mod graph;
 mod inplace;
