@@ -6,8 +6,9 @@
 //!   convert or a broadcast into each consumer fusion rather than write it out);
 //! - a transcendental (exp, divide, rsqrt, ...) with one consuming kernel is fused into it; with several, it is
 //!   recomputed in each when it is elementwise over an array in memory (not only over reductions' results, and
-//!   no dot among its inputs) and re-reading its inputs costs at most writing it out and reading it back (a
-//!   softmax's `exp(logits - max)`); otherwise it is computed once, by
+//!   no dot among its inputs unless it is an activation of non-batched matmul results, a GELU's `tanh`) and
+//!   re-reading its inputs costs at most writing it out and reading it back (a softmax's `exp(logits - max)`);
+//!   otherwise it is computed once, by
 //!   a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by its own loop fusion;
 //! - a scatter of one scalar per batch row into a constant array (the gradient of `take_along_axis`) is a
 //!   compare and select, fused like any elementwise op;
