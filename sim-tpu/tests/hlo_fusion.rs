@@ -1,6 +1,6 @@
 //! Kernel grouping rules checked on small hand-written modules, with the expected kernels worked out by hand.
 
-use sim_tpu::hlo::{cost_module, HloModule};
+use sim_tpu::hlo::{cost_module, HloModule, KernelKind};
 use sim_tpu::tensorcore::ChipModel;
 
 fn kernels(text: &str) -> Vec<Vec<String>> {
@@ -203,4 +203,67 @@ fn a_narrow_layer_is_recomputed_for_one_matmul_only() {
     let ks = kernels(&two);
     assert_eq!(kernel_of(&ks, "h").len(), 1, "{ks:?}");
     assert_eq!(ks.len(), 3, "{ks:?}");
+}
+
+/// A GELU's `tanh` of a matmul result `h = x W` (bf16[512,1024] x [1024,1024]) read by two matmul kernels (the next
+/// layer `h2 = g V` and its weight gradient `dV = g^T d`) and by the activation's gradient: the compiler recomputes
+/// it in each consumer from `h`, which the first matmul writes out (no mlp, transformer_block or moe_routing record
+/// of the corpus has a loop fusion computing `tanh`; mlp.019@v6e nests the GELU in its consumers' fusions). So
+/// the module's kernels are its four matmuls (`h`, `h2`, `dV`, `dh`, the last with the activation's gradient) and
+/// no loop kernel; `tanh` is a member of every kernel that consumes the activation, and the first writes `h`.
+/// Over a batched matmul (attention scores) the rule does not apply: the same activation there is computed once,
+/// by one kernel that writes it out.
+#[test]
+fn an_activation_of_a_matmul_result_is_recomputed_by_its_consumers() {
+    let module = |batch: &str, dims: &str| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = bf16[{batch}512,1024]{{{dims}}} parameter(0)\n  \
+             w = bf16[{batch}1024,1024]{{{dims}}} parameter(1)\n  v = bf16[{batch}1024,1024]{{{dims}}} parameter(2)\n  \
+             d = bf16[{batch}512,1024]{{{dims}}} parameter(3)\n  \
+             h = bf16[{batch}512,1024]{{{dims}}} dot(x, w), {bd}lhs_contracting_dims={{{c}}}, rhs_contracting_dims={{{r}}}\n  \
+             g = bf16[{batch}512,1024]{{{dims}}} tanh(h)\n  \
+             h2 = bf16[{batch}512,1024]{{{dims}}} dot(g, v), {bd}lhs_contracting_dims={{{c}}}, rhs_contracting_dims={{{r}}}\n  \
+             dv = bf16[{batch}1024,1024]{{{dims}}} dot(g, d), {bd}lhs_contracting_dims={{{r}}}, rhs_contracting_dims={{{r}}}\n  \
+             one = bf16[] constant(1)\n  ones = bf16[{batch}512,1024]{{{dims}}} broadcast(one), dimensions={{}}\n  \
+             gg = bf16[{batch}512,1024]{{{dims}}} multiply(g, g)\n  dg = bf16[{batch}512,1024]{{{dims}}} subtract(ones, gg)\n  \
+             dd = bf16[{batch}512,1024]{{{dims}}} multiply(d, dg)\n  \
+             dh = bf16[{batch}512,1024]{{{dims}}} dot(dd, w), {bd}lhs_contracting_dims={{{c}}}, rhs_contracting_dims={{{c}}}\n  \
+             ROOT t = (bf16[{batch}512,1024]{{{dims}}}, bf16[{batch}1024,1024]{{{dims}}}, bf16[{batch}512,1024]{{{dims}}}) tuple(h2, dv, dh)\n}}\n",
+            bd = if batch.is_empty() { "" } else { "lhs_batch_dims={0}, rhs_batch_dims={0}, " },
+            c = if batch.is_empty() { "1" } else { "2" },
+            r = if batch.is_empty() { "0" } else { "1" },
+        )
+    };
+    let cost_on = |text: &str, chip: &str| {
+        cost_module(&HloModule::parse(text).unwrap(), &ChipModel::preset(chip).unwrap()).unwrap()
+    };
+    for chip in ["v5e", "v6e"] {
+        let c = cost_on(&module("", "1,0"), chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(c.kernels.len(), 4, "{chip}: {names:?}");
+        assert!(
+            c.kernels.iter().all(|k| k.kind == KernelKind::Mxu),
+            "{chip}: {:#?}",
+            c.kernels
+        );
+        for name in ["h2", "dv", "dh"] {
+            let k = c.kernels.iter().find(|k| k.name == name).expect("a consumer's kernel");
+            assert!(
+                k.instructions.iter().any(|i| i == "g"),
+                "{chip}: {name}: {:?}",
+                k.instructions
+            );
+        }
+        let b = cost_on(&module("2,", "2,1,0"), chip);
+        let computing = b
+            .kernels
+            .iter()
+            .filter(|k| k.instructions.iter().any(|i| i == "g"))
+            .count();
+        assert_eq!(
+            computing, 1,
+            "{chip}: over batched matmuls the tanh is computed once: {:#?}",
+            b.kernels
+        );
+    }
 }

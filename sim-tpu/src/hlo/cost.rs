@@ -554,6 +554,9 @@ fn cost_kernel(
             }
         }
     }
+    // Several reductions of a matmul's result share one sweep of its tiles ([`super::epilogue_sweep`]).
+    let shared = super::epilogue_sweep::shared_blocks(g, k, sizer)?;
+    vpu -= shared * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
     // Row statistics in the matmul's own pass sweep the result tiles once ([`super::rowstats::one_pass`]).
     if k.kind == KernelKind::Mxu && super::rowstats::one_pass(g, k) {
         vpu = super::rowstats::one_pass_vector_cycles(max_blocks, hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles));

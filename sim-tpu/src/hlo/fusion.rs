@@ -6,8 +6,9 @@
 //!   convert or a broadcast into each consumer fusion rather than write it out);
 //! - a transcendental (exp, divide, rsqrt, ...) with one consuming kernel is fused into it; with several, it is
 //!   recomputed in each when it is elementwise over an array in memory (not only over reductions' results, and
-//!   no dot among its inputs) and re-reading its inputs costs at most writing it out and reading it back (a
-//!   softmax's `exp(logits - max)`); otherwise it is computed once, by
+//!   no dot among its inputs unless it is an activation of non-batched matmul results, a GELU's `tanh`) and
+//!   re-reading its inputs costs at most writing it out and reading it back (a softmax's `exp(logits - max)`);
+//!   otherwise it is computed once, by
 //!   a sibling loop or reduce kernel that also writes it out (a multi-output fusion), or by its own loop fusion;
 //! - a scatter of one scalar per batch row into a constant array (the gradient of `take_along_axis`) is a
 //!   compare and select, fused like any elementwise op;
@@ -423,17 +424,42 @@ fn cone_input_bytes(g: &Graph<'_>, o: usize, bytes: &dyn Fn(usize) -> u64) -> u6
 /// elementwise over an array already in memory (a parameter or an unfused op's result with as many elements;
 /// not only over statistics, reductions' results, which the compiler computes once in a small kernel of their
 /// own, like a normalisation's `rsqrt`), nothing it is computed from is a dot (whose result would have to be
-/// recomputed too), and re-reading its inputs costs at most what writing it out and reading it back does: the
-/// softmax's `exp(logits - max)`, read again from the logits by both the sum and the gradient.
+/// recomputed too) unless it is an activation of matmul results alone ([`activation_of_matmul`]), and
+/// re-reading its inputs costs at most what writing it out and reading it back does: the softmax's
+/// `exp(logits - max)`, read again from the logits by both the sum and the gradient.
 fn recompute_transcendental(g: &Graph<'_>, i: usize, bytes: &dyn Fn(usize) -> u64) -> bool {
     let leaves = cone_leaves(g, i);
     let n = super::bytes::elements(&g.nodes[i].ins.shape);
     let dot = |x: usize| matches!(g.nodes[x].class, OpClass::Dot | OpClass::Convolution);
     let full_array =
         |x: usize| g.nodes[x].class != OpClass::Reduce && super::bytes::elements(&g.nodes[x].ins.shape) >= n;
-    !leaves.iter().any(|&x| dot(x))
+    (!leaves.iter().any(|&x| dot(x)) || activation_of_matmul(g, &leaves))
         && leaves.iter().any(|&x| full_array(x))
         && cone_input_bytes(g, i, bytes) <= 2u64.saturating_mul(bytes(i))
+}
+
+/// Whether a transcendental whose fused producers read `leaves` is an activation of matmul results (a GELU's
+/// `tanh` of `x W + b`): a dot is among them, none is a reduction's result or a batched dot's (attention
+/// scores, their scaling and softmax keep their kernels: [`super::passes`], [`super::rowstats`]).
+/// The matmul's kernel writes its result out for the backward pass anyway, so each consumer (the next layer's
+/// matmul, the activation's gradient, the next weight gradient) recomputes the activation from it.
+///
+/// Evidence (compiler corpus, optimized modules): no mlp, transformer_block or moe_routing record on any chip
+/// has a loop fusion computing `tanh` (0 of 52 mlp, 55 transformer_block and 8 moe_routing records with a
+/// GELU), where tpusim had one per hidden layer (45 mlp, 39 transformer_block, 40 moe_routing records).
+/// mlp.019@v6e (fit, bf16, batch 53, four GELU layers, fwd+bwd): the GELU of each layer is a nested fusion
+/// inside the consumer kernels (`fused_computation.31.clone.1`, `.45.clone.1`, `.29.clone.1.clone.clone`, each
+/// with its `tanh`), the 12 compiler kernels 24,286 cycles; tpusim had three `tanh` loop kernels of 2,136-2,162
+/// cycles (at the loop launch) besides its matmul kernels. mlp.027@v5e (fit, f32, batch 16,096): tpusim's
+/// `tanh.1` loop kernel re-read and rewrote f32[16096,640] (69,074 cycles); the compiler has none.
+fn activation_of_matmul(g: &Graph<'_>, leaves: &[usize]) -> bool {
+    let batched = |x: usize| g.nodes[x].ins.int_list("lhs_batch_dims").is_some_and(|b| !b.is_empty());
+    leaves.iter().any(|&x| g.nodes[x].class == OpClass::Dot)
+        && !leaves.iter().any(|&x| match g.nodes[x].class {
+            OpClass::Reduce | OpClass::Convolution => true,
+            OpClass::Dot => batched(x),
+            _ => false,
+        })
 }
 
 /// Groups the graph's nodes into kernels, in execution order; `bytes` gives a node's padded result bytes.

@@ -31,6 +31,7 @@ mod drain;
 mod epilogue_inputs;
 mod epilogue_reduce;
 pub mod fit;
+mod epilogue_sweep;
 pub mod fusion;
 pub mod graph;
 mod inplace;
