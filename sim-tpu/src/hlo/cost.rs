@@ -372,7 +372,7 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
 }
 
 /// The op model's kernel for an unfused VPU op, when its class maps onto one of the model's.
-/// `input` stands for the node's first operand (a narrowed reduction's narrow array); `bytes` are the kernel's
+/// Its vector work counts whole vregs ([`super::bytes::vreg_elements`]). `input` stands for the node's first operand (a narrowed reduction's narrow array); `bytes` are the kernel's
 /// HBM bytes read, written and unpadded.
 fn single_op_kernel(
     g: &Graph<'_>,
@@ -383,7 +383,7 @@ fn single_op_kernel(
     chip: &ChipModel,
 ) -> Result<Option<crate::tensorcore::KernelCost>, HloError> {
     let (in_bytes, out_bytes, unpadded) = bytes;
-    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
+    let out = sizer.shape(&node.ins.shape)?.vreg_elements as f64 / VREG_ELEMENTS as f64;
     let first_in = input.or_else(|| node.operands.first().map(|&o| &g.nodes[o].ins.shape));
     let (class, blocks, bits) = match (node.class, node.ins.opcode.as_str()) {
         (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
@@ -393,7 +393,7 @@ fn single_op_kernel(
         (OpClass::Reduce, "reduce") => match first_in {
             Some(s) => (
                 VpuClass::Reduce,
-                sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                sizer.shape(s)?.vreg_elements as f64 / VREG_ELEMENTS as f64,
                 bits_of(s),
             ),
             None => return Ok(None),
