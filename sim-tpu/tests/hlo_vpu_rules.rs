@@ -142,3 +142,87 @@ fn a_gather_through_a_calls_tuple_reads_only_its_rows() {
         g.cycles
     );
 }
+
+const BF16_ADD: &str =
+    "addh {\n  a = bf16[] parameter(0)\n  b = bf16[] parameter(1)\n  ROOT s = bf16[] add(a, b)\n}\n\n";
+
+/// jax's bf16 `sum` of bf16[1536,8] over its rows: widened to f32, reduced, narrowed back to bf16[8] (corpus
+/// reduction.007). The compiler drops both converts and emits one `reduce` of the bf16 array (2,173 cycles on
+/// v6e, one launch), so tpusim's kernel is exactly the module the compiler optimizes it to, a single bf16
+/// reduce: one kernel, the same cycles. Its bytes by hand: the compiler lays bf16[1536,8] out rows-on-lanes,
+/// 8 rows (one (8,128) tile row with two bf16 packed per 32-bit word) x 1536 lanes x 2 B = 24,576 B read, and
+/// the bf16[8] result pads to one 256-element tile, 512 B written. Before the rule the narrowing convert was a
+/// second kernel of its own launch (2,118 cycles), twice the compiler's total.
+#[test]
+fn a_widened_reduction_narrowed_back_is_one_narrow_reduce() {
+    let widened = format!(
+        "HloModule m\n\n{REDUCERS}ENTRY main {{\n  x = bf16[1536,8]{{1,0}} parameter(0)\n  \
+         c = f32[1536,8]{{1,0}} convert(x)\n  z = f32[] constant(0)\n  \
+         s = f32[8]{{0}} reduce(c, z), dimensions={{0}}, to_apply=add\n  ROOT o = bf16[8]{{0}} convert(s)\n}}\n"
+    );
+    let narrow = format!(
+        "HloModule m\n\n{BF16_ADD}ENTRY main {{\n  x = bf16[1536,8]{{1,0}} parameter(0)\n  \
+         z = bf16[] constant(0)\n  ROOT s = bf16[8]{{0}} reduce(x, z), dimensions={{0}}, to_apply=addh\n}}\n"
+    );
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        let w = cost_on(&widened, chip);
+        let n = cost_on(&narrow, chip);
+        assert_eq!(w.kernels.len(), 1, "{chip}: {:?}", w.kernels);
+        assert_eq!(w.kernels[0].kind, KernelKind::Reduce);
+        assert_eq!(w.kernels[0].hbm_bytes, 24_576 + 512, "{chip}");
+        assert_eq!(w.total_cycles, n.total_cycles, "{chip}");
+    }
+    let v6e = cost_on(&widened, "v6e").total_cycles as f64;
+    assert!(
+        (v6e / 2173.0).max(2173.0 / v6e) < 1.1,
+        "{v6e} cycles against the compiler's 2,173"
+    );
+}
+
+/// The rule needs both converts: a reduction of an f32 array (not widened) narrowed to bf16 keeps its convert
+/// a kernel of its own (corpus moe_routing.000 on v6e: `reduce_max` of f32 router probabilities, then a
+/// `convert` kernel of 2,120 cycles).
+#[test]
+fn a_reduction_of_a_wide_array_keeps_its_narrowing_convert_apart() {
+    let text = format!(
+        "HloModule m\n\n{REDUCERS}ENTRY main {{\n  x = f32[397,8]{{1,0}} parameter(0)\n  \
+         z = f32[] constant(0)\n  s = f32[397]{{0}} reduce(x, z), dimensions={{1}}, to_apply=max\n  \
+         ROOT o = bf16[397]{{0}} convert(s)\n}}\n"
+    );
+    assert_eq!(cost_on(&text, "v6e").kernels.len(), 2);
+}
+
+const BF16_MAX: &str =
+    "maxh {\n  a = bf16[] parameter(0)\n  b = bf16[] parameter(1)\n  ROOT s = bf16[] maximum(a, b)\n}\n\n";
+
+/// A max over dim 0 of bf16[557,128,2] laid out `{1,2,0:T(2,128)(2,1)}` (corpus reduction.022, the layout the
+/// compiler gives it): 557 tiles of 2 x 128 = 256 elements, a quarter of a vreg each, but each takes one vreg
+/// operation, so the vector work is 557 vregs, not the 557 x 256 / 1,024 = 139.25 the padded count makes. The
+/// same reduction over bf16[557,8,128] in full (8,128) tiles (1,024 elements each, 557 vregs) is the same
+/// vector work; both arrays (285 KiB and 1.1 MiB) are under every chip's resident limit, where the op model's
+/// time is the launch plus vregs times its resident rate, so the two cost the same cycles on every chip. The
+/// compiler: 4,709 cycles on v6e, 3,628 on tpu7x (tpusim had 2,788 and 2,624 before the rule).
+#[test]
+fn a_tile_smaller_than_a_vreg_costs_a_whole_vreg() {
+    let module = |input: &str, out: &str| {
+        format!(
+            "HloModule m\n\n{BF16_MAX}ENTRY main {{\n  x = {input} parameter(0)\n  z = bf16[] constant(-inf)\n  \
+             ROOT r = {out} reduce(x, z), dimensions={{0}}, to_apply=maxh\n}}\n"
+        )
+    };
+    let quarter = module("bf16[557,128,2]{1,2,0:T(2,128)(2,1)}", "bf16[128,2]{0,1:T(2,128)(2,1)}");
+    let full = module("bf16[557,8,128]{2,1,0:T(8,128)(2,1)}", "bf16[8,128]{1,0:T(8,128)(2,1)}");
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        let q = cost_on(&quarter, chip);
+        assert_eq!(q.kernels.len(), 1);
+        assert_eq!(q.kernels[0].hbm_bytes, 557 * 256 * 2 + 128 * 2 * 2, "{chip}");
+        assert_eq!(q.total_cycles, cost_on(&full, chip).total_cycles, "{chip}");
+    }
+    for (chip, compiler) in [("v6e", 4709.0), ("tpu7x", 3628.0)] {
+        let c = cost_on(&quarter, chip).total_cycles as f64;
+        assert!(
+            (c / compiler).max(compiler / c) < 1.1,
+            "{chip}: {c} against the compiler's {compiler}"
+        );
+    }
+}

@@ -29,6 +29,35 @@ pub struct ArraySize {
     pub logical_bytes: u64,
     /// Padded element count.
     pub padded_elements: u64,
+    /// Elements the vector unit processes: the padded count with each tile smaller than one vreg counted as a
+    /// whole vreg ([`vreg_elements`]).
+    pub vreg_elements: u64,
+}
+
+/// Elements of one f32 vreg (8 sublanes x 128 lanes), the op model's unit of vector work.
+const VREG: u64 = 1024;
+
+/// The padded elements of an array laid out as `laid` counted in whole vregs: a tile of fewer than 1,024
+/// elements (a `T(2,128)` or `T(4,128)` tile, which the compiler picks when the tiled second-minor dimension is
+/// 2-7) still takes one vreg operation, so it counts as 1,024; larger tiles count as they are.
+///
+/// Evidence (compiler corpus, fit records): reduction.022 (`bf16[557,128,2]` max over dim 0, laid out
+/// `{1,2,0:T(2,128)(2,1)}`: 557 tiles of 256 elements) costs the compiler one vreg per tile, 557 where the
+/// padded count made 139 (tpu7x 3,628 cycles, launch 2,289 + 557 x 2.4; tpusim had 0.39-0.72 of the compiler on
+/// all five chips); elementwise.003 (`f32[16671,4]` maximum, `{0,1:T(4,128)}`: 131 half-vreg tiles) was
+/// 0.66-0.89 on all five. Only kernels of one op (timed by the op model, their arrays in the entry's or the
+/// compiler's written layouts) count this way: a fused kernel's intermediates get tpusim's default layouts,
+/// which the compiler changes for large arrays (attention's f32[B,4,S] statistics in `T(4,128)` tiles, so
+/// counted, put transformer and attention programs 2-5 times over).
+pub(super) fn vreg_elements(laid: &ArrayShape, padded_elements: u64) -> u64 {
+    let tile: u64 = match laid.layout.as_ref().and_then(|l| l.tiles.first()) {
+        Some(t) if !t.dims.is_empty() && t.dims.iter().all(|&d| d > 0) => t.dims.iter().map(|&d| d as u64).product(),
+        _ => return padded_elements,
+    };
+    if tile >= VREG {
+        return padded_elements;
+    }
+    padded_elements.div_ceil(tile).saturating_mul(VREG)
 }
 
 impl Sizer {
@@ -79,6 +108,7 @@ impl Sizer {
                 .unpadded_bytes()
                 .map_err(|e| HloError::Unsupported(format!("`{a}`: {e}")))?,
             padded_elements: g.padded_elements,
+            vreg_elements: vreg_elements(&laid, g.padded_elements),
         };
         if !tiled {
             self.cache.borrow_mut().insert((a.element_type, dims), size);
@@ -97,6 +127,7 @@ impl Sizer {
                     t.padded_bytes = t.padded_bytes.saturating_add(x.padded_bytes);
                     t.logical_bytes = t.logical_bytes.saturating_add(x.logical_bytes);
                     t.padded_elements = t.padded_elements.saturating_add(x.padded_elements);
+                    t.vreg_elements = t.vreg_elements.saturating_add(x.vreg_elements);
                 }
                 Ok(t)
             }

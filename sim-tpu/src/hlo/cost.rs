@@ -372,17 +372,19 @@ fn vpu_blocks(g: &Graph<'_>, node: &Node<'_>, sizer: &Sizer) -> Result<((f64, f6
 }
 
 /// The op model's kernel for an unfused VPU op, when its class maps onto one of the model's.
+/// Its vector work counts whole vregs ([`super::bytes::vreg_elements`]). `input` stands for the node's first operand (a narrowed reduction's narrow array); `bytes` are the kernel's
+/// HBM bytes read, written and unpadded.
 fn single_op_kernel(
     g: &Graph<'_>,
     node: &Node<'_>,
-    in_bytes: u64,
-    out_bytes: u64,
-    unpadded: u64,
+    input: Option<&Shape>,
+    bytes: (u64, u64, u64),
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Option<crate::tensorcore::KernelCost>, HloError> {
-    let out = sizer.shape(&node.ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
-    let first_in = node.operands.first().map(|&o| &g.nodes[o].ins.shape);
+    let (in_bytes, out_bytes, unpadded) = bytes;
+    let out = sizer.shape(&node.ins.shape)?.vreg_elements as f64 / VREG_ELEMENTS as f64;
+    let first_in = input.or_else(|| node.operands.first().map(|&o| &g.nodes[o].ins.shape));
     let (class, blocks, bits) = match (node.class, node.ins.opcode.as_str()) {
         (OpClass::Elementwise, "convert") | (OpClass::Transcendental, _) => {
             (VpuClass::Unary, out, first_in.map_or(32, bits_of))
@@ -391,7 +393,7 @@ fn single_op_kernel(
         (OpClass::Reduce, "reduce") => match first_in {
             Some(s) => (
                 VpuClass::Reduce,
-                sizer.shape(s)?.padded_elements as f64 / VREG_ELEMENTS as f64,
+                sizer.shape(s)?.vreg_elements as f64 / VREG_ELEMENTS as f64,
                 bits_of(s),
             ),
             None => return Ok(None),
@@ -562,9 +564,16 @@ fn cost_kernel(
         vpu = super::rowstats::one_pass_vector_cycles(max_blocks, hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles));
     }
     let scoped = chip.scoped_vmem_bytes;
-    // A kernel of one op is the case the TensorCore op model was calibrated on: time it there.
-    if let (KernelKind::Loop | KernelKind::Reduce, [only]) = (k.kind, k.members.as_slice()) {
-        if let Some(kc) = single_op_kernel(g, &g.nodes[*only], in_bytes, out_bytes, unpadded, sizer, chip)? {
+    // A kernel of one op is the case the TensorCore op model was calibrated on: time it there, as a narrowed
+    // reduction, one reduce of its narrow input (`narrow_reduce`).
+    let single = match (k.kind, k.members.as_slice()) {
+        (KernelKind::Loop | KernelKind::Reduce, [only]) => Some((*only, None)),
+        (KernelKind::Reduce, _) => super::narrow_reduce::narrowed_kernel(g, k).map(|(r, x)| (r, Some(x))),
+        _ => None,
+    };
+    if let Some((only, narrow)) = single {
+        let input = narrow.map(|x| &g.nodes[x].ins.shape);
+        if let Some(kc) = single_op_kernel(g, &g.nodes[only], input, (in_bytes, out_bytes, unpadded), sizer, chip)? {
             return Ok(op_model_cost(g, k, k.kind, &kc, flops, total_bytes, unpadded));
         }
     }

@@ -204,12 +204,15 @@ impl Grouper<'_, '_> {
     /// Evidence (compiler corpus): reduction.005 (bf16[640,11] summed in f32, converted to bf16) and
     /// reduction.017 (mean of squares) are one kernel on every chip (`reduce`; kLoop fusion of reduce and
     /// multiply), at one launch (v6e 2,163 and 2,388 cycles); a row-wise reduction's epilogue keeps a kernel of
-    /// its own (norm.015: the rsqrt of f32[12] row variances, 2,122 cycles on v6e, apart from the reduce).
+    /// its own (norm.015: the rsqrt of f32[12] row variances, 2,122 cycles on v6e, apart from the reduce). A
+    /// convert narrowing any reduction of a widened array back is its kernel too ([`super::narrow_reduce`]).
     fn epilogue_of_reduce(&self, i: usize, ug: &BTreeSet<u32>) -> Option<u32> {
         let k = self.find(*ug.iter().next()?);
         let anchor = self.anchors[k as usize];
         let scalar = |x: usize| matches!(&self.g.nodes[x].ins.shape, Shape::Array(a) if a.dims.is_empty());
-        (matches!(self.kinds[k as usize], KernelKind::Loop | KernelKind::Reduce) && scalar(i) && scalar(anchor))
+        let narrowed = super::narrow_reduce::narrow_source(self.g, i, anchor).is_some();
+        (matches!(self.kinds[k as usize], KernelKind::Loop | KernelKind::Reduce)
+            && (scalar(i) && scalar(anchor) || narrowed))
             .then_some(k)
     }
 

@@ -40,6 +40,7 @@ mod loop_state;
 pub mod loops;
 mod matvec;
 mod mxu_layout;
+mod narrow_reduce;
 mod narrow_result;
 mod operand_prefetch;
 pub mod ops;
