@@ -17,6 +17,9 @@ pub const FIXED_CONSTANTS: &[&str] = &[
     "mxu_int8_speedup",
     "mxu_fp8_speedup",
     "mxu_f32_factor",
+    // Read off the per-kernel estimates of fit records (`TcParams::vmem_copy_bytes_per_cycle`), not fitted to
+    // totals: with few convolutions a joint refit trades it against the fusions' errors.
+    "vmem_copy_bytes_per_cycle",
 ];
 
 /// The compiler's modelled HBM bandwidth per cycle (reference/chips.md), the anchor for the fitted streaming rate.

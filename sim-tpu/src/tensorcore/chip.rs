@@ -125,9 +125,11 @@ pub struct TcParams {
     #[serde(default = "default_row_relayout")]
     pub row_relayout: f64,
     /// Bytes (read plus written) per cycle of a copy between two arrays the compiler placed in VMEM
-    /// (`intermediates`): no HBM side, a local move. Read off v5e/v6e/tpu7x convolutions whose intermediates are
-    /// `S(1)`: 400 cycles for C25.conv2d_nhwc.001's 1.8 + 3.2 MB copy on v5e/v6e (12 KB/cycle), 1,584 for its
-    /// f32 12.8 MB result copy on v6e/tpu7x (16 KB/cycle), 5,600 for .011's 29 + 26 MB (10 KB/cycle).
+    /// (`intermediates`): no HBM side, a local move. Not fitted to totals (`FIXED_CONSTANTS`): the bytes over the
+    /// cycles of the fit records' VMEM copies, C25.conv2d_nhwc.001's two (3.7 and 25.7 MB) and .011's two (51.4
+    /// and 5.3 MB; tpu7x has only the second): 86.0 MB in 400 + 7,424 + 5,600 + 900 cycles on v5e (6,005 per
+    /// cycle), 400 + 1,584 + 5,600 + 900 on v6e (10,139), and 34.6 MB in 10,478 + 1,584 + 900 on tpu7x (2,672; its
+    /// first copy retiles to T(16,128)). v4 and v5p place no intermediates in VMEM: the default stands.
     #[serde(default = "default_vmem_copy_bytes_per_cycle")]
     pub vmem_copy_bytes_per_cycle: f64,
 }
