@@ -44,7 +44,10 @@ fn copies_between_vmem_intermediates_cost_their_bytes_on_chips_that_place_them()
         assert!(!chip.vmem_intermediates, "{name}");
         let c = cost(&op, &chip).unwrap();
         for i in [1, 3] {
-            assert!(c.kernels[i].cycles > chip.params.launch_cycles as u64, "{name} kernel {i}");
+            assert!(
+                c.kernels[i].cycles > chip.params.launch_cycles as u64,
+                "{name} kernel {i}"
+            );
         }
     }
 }
