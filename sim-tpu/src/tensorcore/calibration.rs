@@ -17,6 +17,9 @@ pub const FIXED_CONSTANTS: &[&str] = &[
     "mxu_int8_speedup",
     "mxu_fp8_speedup",
     "mxu_f32_factor",
+    // Read off the per-kernel estimates of fit records (`TcParams::vmem_copy_bytes_per_cycle`), not fitted to
+    // totals: with few convolutions a joint refit trades it against the fusions' errors.
+    "vmem_copy_bytes_per_cycle",
 ];
 
 /// The compiler's modelled HBM bandwidth per cycle (reference/chips.md), the anchor for the fitted streaming rate.
@@ -50,6 +53,9 @@ pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
         // Relayout copies: at least a load and a store per vreg, at most the slowest VPU pass (~40 cycles per
         // vreg), so a rate no record constrains (a chip whose corpus lacks the copy) cannot run away.
         "conv_input_copy" | "conv_input_relayout" | "row_relayout" => (1.0, 40.0),
+        // A local move inside VMEM: faster than any HBM stream (300-1,800 bytes per cycle), at most a few vregs'
+        // load and store per cycle.
+        "vmem_copy_bytes_per_cycle" => (2_000.0, 32_768.0),
         "mm_acc_32bit" => (0.0, 32.0),
         "mxu_weight_load_cycles" => (0.0, 256.0),
         // At most two weight loads' worth per block: a transpose of the block through the transpose unit.

@@ -124,6 +124,20 @@ pub struct TcParams {
     /// v5e-tpu7x (O0x218), but a separate 16-bit factor fitted to 1.0 on every chip, so there is none.
     #[serde(default = "default_row_relayout")]
     pub row_relayout: f64,
+    /// Bytes (read plus written) per cycle of a copy between two arrays the compiler placed in VMEM
+    /// (`intermediates`): no HBM side, a local move. Not fitted to totals (`FIXED_CONSTANTS`): the bytes over the
+    /// cycles of the fit records' VMEM copies, C25.conv2d_nhwc.001's two (3.7 and 25.7 MB) and .011's two (51.4
+    /// and 5.3 MB; tpu7x has only the second): 86.0 MB in 400 + 7,424 + 5,600 + 900 cycles on v5e (6,005 per
+    /// cycle), 400 + 1,584 + 5,600 + 900 on v6e (10,139), and 34.6 MB in 10,478 + 1,584 + 900 on tpu7x (2,672; its
+    /// first copy retiles to T(16,128)). v4 and v5p place no intermediates in VMEM: the default stands.
+    #[serde(default = "default_vmem_copy_bytes_per_cycle")]
+    pub vmem_copy_bytes_per_cycle: f64,
+}
+
+/// The starting point of `vmem_copy_bytes_per_cycle` for a calibration written before it existed (the
+/// evidence's middle, 10 KB per cycle).
+fn default_vmem_copy_bytes_per_cycle() -> f64 {
+    10_000.0
 }
 
 /// The starting point of `row_relayout` for a calibration written before it existed (v5e's f32 figure above).
@@ -179,6 +193,7 @@ impl TcParams {
             ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
             ("mxu_act_transpose_cycles", &mut self.mxu_act_transpose_cycles),
             ("row_relayout", &mut self.row_relayout),
+            ("vmem_copy_bytes_per_cycle", &mut self.vmem_copy_bytes_per_cycle),
         ]
     }
 }
@@ -199,6 +214,9 @@ pub struct ChipModel {
     pub scoped_vmem_bytes: u64,
     /// Whether M = 1 matmuls run on the MXU (calibration).
     pub matvec_on_mxu: bool,
+    /// Whether the compiler places an op's intermediate arrays in the VMEM left beside the scoped window
+    /// (calibration; `intermediates`).
+    pub vmem_intermediates: bool,
     /// Largest entry parameter the compiler prefetches into on-chip memory before a program starts (its
     /// cross-program prefetch; calibration).
     pub prefetch_budget_bytes: u64,
@@ -258,6 +276,12 @@ pub struct CalibratedChip {
     /// (s8[9344,7552], 70.6 MB, whose 37 KB activation is prefetched instead); a weight read from CMEM is
     /// not streamed (f32[11520,512], 23.6 MB, in 8,566 cycles where HBM at 470 B/cycle takes 50,200).
     pub prefetch_budget_bytes: u64,
+    /// Whether the compiler places the arrays between an op's kernels in VMEM (`S(1)`) while they fit the
+    /// prefetch budget (`super::intermediates`): read off the optimized HLO of C25.conv2d_nhwc.001 and .011,
+    /// whose copies and fusion write `S(1)` arrays on v5e, v6e and tpu7x and HBM ones on v5p (v4's go to HBM
+    /// too: its spare on-chip memory is CMEM, where the copies cost as much as HBM ones, 14,912-280,952 cycles).
+    #[serde(default)]
+    pub vmem_intermediates: bool,
     /// Fitted constants.
     pub params: TcParams,
 }
@@ -384,6 +408,7 @@ impl ChipModel {
             mxu: MxuGeometry { width: dim, count },
             scoped_vmem_bytes: cal.scoped_vmem_bytes,
             matvec_on_mxu: cal.matvec_on_mxu,
+            vmem_intermediates: cal.vmem_intermediates,
             prefetch_budget_bytes: cal.prefetch_budget_bytes,
             megacore: s.megacore,
             device_tensorcores: s.model_device_tensorcores.max(1),
@@ -401,6 +426,7 @@ impl ChipModel {
             scoped_vmem_bytes: self.scoped_vmem_bytes,
             matvec_on_mxu: self.matvec_on_mxu,
             prefetch_budget_bytes: self.prefetch_budget_bytes,
+            vmem_intermediates: self.vmem_intermediates,
             params: self.params.clone(),
         }
     }

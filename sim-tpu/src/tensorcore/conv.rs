@@ -203,6 +203,14 @@ fn conv_w_blocked(input: [u64; 4], kernel: [u64; 4], rows_in_lanes: bool) -> boo
     kernel[1] > 1 && (input[0] == 1 || rows_in_lanes)
 }
 
+/// Whether the compiler windows this convolution over blocks of image columns ([`conv_w_blocked`]), from the op
+/// alone: its input copy (if any) decides whether the rows take the lanes.
+pub(crate) fn column_blocked(input: [u64; 4], kernel: [u64; 4], dtype: Dtype) -> bool {
+    let x = tpu_padded(dtype, &input);
+    let rows_in_lanes = conv_input_relayout(input, dtype, &x).is_some() && conv_copy_lanes(input) == CopyLanes::Rows;
+    conv_w_blocked(input, kernel, rows_in_lanes)
+}
+
 /// Column blocks of a column-blocked convolution: the compiler cuts the image columns into this many blocks.
 const COLUMN_BLOCKS: u64 = 8;
 
