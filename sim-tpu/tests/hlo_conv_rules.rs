@@ -242,6 +242,40 @@ fn channel_minor_convolution_copies_move_rows() {
     }
 }
 
+/// A convolution result over 2 images 14 wide, bf16[2,14,14,256], leaves the program in the compiler's entry
+/// layout for it: row-major would pad the width 14 to a 16-row tile, so the batch takes the sublanes instead,
+/// `{3,0,2,1:T(2,128)(2,1)}`, tiles of 2 rows (corpus resnet_block.019, bf16[2,14,14,2048] the same way). Writing
+/// 2-row tiles costs a whole block per tile, so the output copy is the mean of its read side (2 x 14 x 14 x 256 =
+/// 100,352 elements = 98 blocks of 1,024) and its written side (100,352 / 256 = 392 tiles): 245 blocks of row
+/// relayout (corpus: copies into `T(2,128)` cost 2.0-3.1x the 8-row tiles' per element). Reading the 2-row
+/// tiles costs their elements: the input copy is 98 blocks. With 16-wide images the entry layout is row-major
+/// in 16-row tiles and the output copy is its elements, 2 x 16 x 16 x 256 / 1,024 = 128 blocks.
+#[test]
+fn a_copy_into_tiles_of_fewer_than_eight_rows_writes_a_block_per_tile() {
+    let module = |w: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = bf16[2,14,{w},256]{{3,2,1,0}} parameter(0)\n  \
+             k = bf16[1,1,256,256]{{3,2,1,0}} parameter(1)\n  ROOT c = bf16[2,14,{w},256]{{3,2,1,0}} \
+             convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+        )
+    };
+    for chip in ["v4", "v5e", "v6e", "tpu7x"] {
+        let c = cost_on(&module(14), chip);
+        let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(
+            names,
+            ["x.relayout", "x.pad", "c", "c.crop", "c.slice", "c.relayout"],
+            "{chip}"
+        );
+        assert_eq!(c.kernels[0].cycles, row_relayout_cycles(chip, 98.0), "{chip}");
+        assert_eq!(c.kernels[5].cycles, row_relayout_cycles(chip, 245.0), "{chip}");
+        let wide = cost_on(&module(16).replace("[2,14,16,", "[2,16,16,"), chip);
+        let out = wide.kernels.last().unwrap();
+        assert_eq!(out.name, "c.relayout", "{chip}");
+        assert_eq!(out.cycles, row_relayout_cycles(chip, 128.0), "{chip}");
+    }
+}
+
 /// A small-batch convolution's input is padded to the window unless the window is unpadded with a unit stride
 /// and the width fills whole tiles of 8 rows (corpus conv.018, 56 wide, and conv.031, 224 wide, 1x1: no `pad`;
 /// conv.026, 28 wide, 1x1: a pad to 32). bf16[2,16,W,128] under a 1x1 window: W = 16 gives the input copy, the
