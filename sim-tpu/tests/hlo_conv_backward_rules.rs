@@ -171,3 +171,40 @@ fn a_convolution_activation_over_32_mib_is_not_prefetched() {
     let k = mxu_kernel(&over);
     assert_eq!(k.hbm_bytes, 35_651_584 + 35_651_584);
 }
+
+/// The kernel gradient of a 1x1 convolution: `x` bf16[8,16,16,512] against `dy` bf16[8,16,16,256] as a 16 x 16
+/// window, result bf16[1,1,512,256]. Both operands are channel-minor activations, so the contracted batch and
+/// positions (K = 8 x 16 x 16 = 2,048) are their major dimensions and each MXU pass reads a transposed block:
+/// ceil(512 / 128) x ceil(2,048 / 128) x ceil(256 / 128) = 4 x 16 x 2 = 128 blocks on a 128-wide MXU, each at the
+/// weight transpose rate (corpus resnet_block.023 on v4: [512,256] over K 3,528, 224 blocks, 37,135 cycles, 263
+/// blocks' worth at 135 cycles). On v4 that is 128 x 135.42 = 17,334 cycles, far above the product's MXU work
+/// (2 x 512 x 2,048 x 256 = 536,870,912 FLOPs over 4 MXUs of 128 x 128 x 2 per cycle: 4,096 cycles) and the
+/// operands' 3 MiB over HBM: the kernel is its launch plus the transposes. On every chip the kernel takes at
+/// least that floor (shared by v5p's two TensorCores; 256-wide blocks on v6e and tpu7x: 2 x 8 x 1 = 16).
+#[test]
+fn a_one_tap_kernel_gradient_transposes_a_block_per_mxu_pass() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[8,16,16,512]{3,2,1,0} parameter(0)\n  \
+        dy = bf16[8,16,16,256]{3,2,1,0} parameter(1)\n  \
+        ROOT g = bf16[1,1,512,256]{3,2,1,0} convolution(x, dy), window={size=16x16}, \
+        dim_labels=f01b_i01o->01bf\n}\n";
+    for (chip, blocks, cores) in [
+        ("v4", 128.0, 1.0),
+        ("v5e", 128.0, 1.0),
+        ("v5p", 128.0, 2.0),
+        ("v6e", 16.0, 1.0),
+    ] {
+        let model = ChipModel::preset(chip).unwrap();
+        let hp = params(chip);
+        let floor = blocks * model.params.mxu_weight_transpose_cycles / cores;
+        let c = cost_on(text, chip);
+        let k = mxu_kernel(&c);
+        assert!(
+            k.cycles >= mxu_launch(&model, &hp) + floor.round() as u64 - 1,
+            "{chip}: {} < floor {floor:.0}",
+            k.cycles
+        );
+        if chip == "v4" {
+            assert_eq!(k.cycles, mxu_launch(&model, &hp) + floor.round() as u64, "{chip}");
+        }
+    }
+}

@@ -19,6 +19,7 @@ use super::ops::OpClass;
 use super::HloError;
 use crate::tensorcore::cost::Residency;
 use crate::tensorcore::lower::MxuWork;
+use crate::tensorcore::ChipModel;
 
 /// A kernel gradient as the compiler runs it: the product the MXU computes, with every operand on chip, and the
 /// cycles it takes at least to stream its operands not already on chip once from HBM.
@@ -30,6 +31,8 @@ pub(super) struct KernelGradient {
     pub residency: Residency,
     /// Cycles streaming the operands not `resident` (padded bytes) at `hbm_bytes_per_cycle`.
     pub stream_cycles: f64,
+    /// Cycles the transpose unit takes at least ([`one_tap_transpose_cycles`]).
+    pub transpose_cycles: f64,
 }
 
 /// Convolution `node` as a kernel gradient ([`KernelGradient`]) when its window (the right operand's spatial
@@ -42,6 +45,7 @@ pub(super) fn kernel_gradient(
     work: &MxuWork,
     residency: Residency,
     sizer: &Sizer,
+    chip: &ChipModel,
     hbm_bytes_per_cycle: f64,
 ) -> Result<Option<KernelGradient>, HloError> {
     if node.class != OpClass::Convolution {
@@ -70,8 +74,10 @@ pub(super) fn kernel_gradient(
         out_bits: work.out_bits,
         conv: false,
     };
+    let transpose_cycles = one_tap_transpose_cycles(node, &product, chip);
     Ok(Some(KernelGradient {
         work: product,
+        transpose_cycles,
         residency: Residency {
             lhs: true,
             rhs: true,
@@ -79,6 +85,40 @@ pub(super) fn kernel_gradient(
         },
         stream_cycles: bytes as f64 / hbm_bytes_per_cycle.max(1e-9),
     }))
+}
+
+/// Cycles a kernel gradient of a one-tap (1x1) window spends at least on the transpose unit: both its operands
+/// are activations stored channel-minor, so the contracted batch and positions are their major dimensions and
+/// the MXU's streamed operand is read transposed, one block per MXU pass: `ceil(M / w) * ceil(K / w) * ceil(N /
+/// w)` blocks of the array's width `w` at the weight transpose rate (`mxu_weight_transpose_cycles`), shared by
+/// the TensorCores of a megacore device. A window of several taps reuses each transposed block across its taps
+/// (fewer transposes than passes, not modelled: `0`).
+///
+/// Evidence (compiler corpus, fit records, the kernel gradients' kOutput fusions, cycles after the MXU launch
+/// over this block count): resnet_block.023 (bf16, x[18,14,14,512], 1x1 gradients [512,256] over K 3,528 = 224
+/// blocks, [512,1024] and [256,1024] over K 882 = 224 and 112 blocks): 263, 217 and 128 blocks' worth on v4 (135
+/// cycles each: 37,135, 30,938 and 18,861 cycles, where the op model's plan gave 10,677, 11,838 and 7,121), 233,
+/// 262, 145 on v5e, 211, 246, 112 on v5p (two TensorCores), 0.6-0.9x on v6e and tpu7x (256-wide blocks); so too
+/// resnet_block.021, .007 and .009 (f32) within 0.8-1.3x. Held out: resnet_block.028 (v4 0.71x before, 0.78x
+/// after). Some fall short of it (resnet_block.010's [96,384], 0.24-0.36x): the floor leaves them to the plan.
+fn one_tap_transpose_cycles(node: &Node<'_>, product: &MxuWork, chip: &ChipModel) -> f64 {
+    let taps = node
+        .ins
+        .attr("dim_labels")
+        .and_then(|l| l.split_once("->"))
+        .map(|(_, out)| {
+            let dims = dims_of(&node.ins.shape);
+            out.char_indices()
+                .filter(|(_, c)| c.is_ascii_digit())
+                .map(|(i, _)| dims.get(i).copied().unwrap_or(1))
+                .product::<u64>()
+        });
+    if taps != Some(1) {
+        return 0.0;
+    }
+    let w = chip.mxu.width.max(1);
+    let blocks = product.m.div_ceil(w) * product.k.div_ceil(w) * product.n.div_ceil(w);
+    blocks as f64 * chip.params.mxu_weight_transpose_cycles / f64::from(chip.device_tensorcores.max(1))
 }
 
 /// The spatial positions of convolution `node`'s window (its right operand's spatial size) when they outnumber

@@ -750,8 +750,9 @@ fn mxu_pass(
     };
     let spill = super::spill::spilled_operand_cycles(g, node, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
     // A kernel gradient streams its operands once ([`super::conv_backward`]).
-    if let Some(kg) = super::conv_backward::kernel_gradient(g, node, &w.0, residency, sizer, hp.hbm_bytes_per_cycle)? {
-        let spill = kg.stream_cycles.max(spill);
+    let kg = super::conv_backward::kernel_gradient(g, node, &w.0, residency, sizer, chip, hp.hbm_bytes_per_cycle)?;
+    if let Some(kg) = kg {
+        let spill = kg.stream_cycles.max(kg.transpose_cycles).max(spill);
         let pass = MxuPass {
             work: kg.work,
             residency: kg.residency,
