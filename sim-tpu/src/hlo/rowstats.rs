@@ -129,7 +129,8 @@ fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> boo
 }
 
 /// Whether MXU kernel `k` computes its row statistics in the same pass as its batched matmul (no later kernel
-/// re-reads the result for them): every dot of `k` has batch dimensions and a 16-bit result, and every reduction
+/// re-reads the result for them): every dot of `k` has batch dimensions and 16-bit operands (its result bf16 or
+/// the f32 accumulator itself: the MXU accumulates in f32 either way), and every reduction
 /// of `k` reduces only the minor dimension of rows at most [`MAX_ONE_PASS_ROW`] long; the dots contract fewer
 /// than [`FULL_DEPTH`] elements and their results are not written out (a backward pass reading the scores makes
 /// them a kernel of their own, attention.001, .014, .031 on every chip). The compiler rewrites
@@ -142,7 +143,10 @@ fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> boo
 /// attention.000@v5e (scores [2,8,885,885]) `fusion.12`, 51,491 cycles, where tpusim's two passes cost 111,696
 /// and 163,911; attention.017@v5e 43,792 against 94,163 + 137,144. No non-batched matmul of the corpus does so
 /// (softmax_xent.018, bf16 logits [151,4480]: the row max with the dot, `exp` and sum a loop kernel of their
-/// own, [`super::passes`]).
+/// own, [`super::passes`]). The operands' width decides, not the result's: the reference sample's attention
+/// (bf16 q and k, an f32 product, `preferred_element_type`; no corpus program has one) has the same one-pass
+/// kOutput fusion at S 256, 1,024 and 2,048 on all five chips (b4_s2048@tpu7x `fusion.11` 1,163,273 cycles, where
+/// tpusim's one op per block took 2,628,236), while f32 q and k write their scores and max (attention.009, .027).
 pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
     if k.kind != KernelKind::Mxu {
         return false;
@@ -154,7 +158,7 @@ pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
         match n.class {
             OpClass::Dot => {
                 let batched = n.ins.int_list("lhs_batch_dims").is_some_and(|b| !b.is_empty());
-                let narrow = matches!(&n.ins.shape, Shape::Array(a) if a.element_type.bit_width() <= 16);
+                let narrow = n.operands.len() >= 2 && n.operands.iter().take(2).all(|&o| sixteen_bit(g, o));
                 let deep = contracted(g, n) >= FULL_DEPTH;
                 if !batched || !narrow || deep || k.outputs.contains(&m) || !from_parameters(g, k, n) {
                     return false;
@@ -174,6 +178,11 @@ pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
         }
     }
     dots > 0 && reductions > 0
+}
+
+/// Whether node `n` is an array of at most 16-bit elements.
+fn sixteen_bit(g: &Graph<'_>, n: usize) -> bool {
+    matches!(&g.nodes[n].ins.shape, Shape::Array(a) if a.element_type.bit_width() <= 16)
 }
 
 /// Rows longer than this are not reduced in the matmul's own pass: the compiler's longest one-pass rows are
