@@ -15,15 +15,15 @@
 
 use std::collections::BTreeSet;
 
-use super::bytes::Sizer;
+use super::bytes::{elements, Sizer};
 use super::fusion::Group;
 use super::graph::Graph;
 use super::ops::OpClass;
 use super::HloError;
 
 /// Cycles dot `dot` of kernel `k` spends at least streaming the HBM inputs its computed operands are made from
-/// (inputs not placed on chip, `in_vmem`; not scalar constants; not reached through another dot, whose own
-/// window plan streams its operands) at `hbm_bytes_per_cycle`; 0 when no operand is computed in the kernel.
+/// (inputs not placed on chip, `in_vmem`; not scalars; reached only through elementwise ops, broadcasts
+/// and relayouts, and no larger than the operand) at `hbm_bytes_per_cycle`; 0 when no operand is computed in the kernel.
 pub(super) fn prologue_input_cycles(
     g: &Graph<'_>,
     k: &Group,
@@ -34,21 +34,25 @@ pub(super) fn prologue_input_cycles(
 ) -> Result<f64, HloError> {
     let mut seen: BTreeSet<usize> = BTreeSet::new();
     let mut inputs: BTreeSet<usize> = BTreeSet::new();
+    let mut narrowest = u64::MAX;
     for &operand in g.nodes[dot].operands.iter().take(2) {
-        if !k.members.contains(&operand) || is_product(g, operand) {
+        if !k.members.contains(&operand) || !elementwise(g, operand) {
             continue;
         }
+        let size = elements(&g.nodes[operand].ins.shape);
+        narrowest = narrowest.min(sizer.shape(&g.nodes[operand].ins.shape)?.padded_bytes);
         let mut stack = vec![operand];
         while let Some(n) = stack.pop() {
             if !seen.insert(n) {
                 continue;
             }
             if k.members.contains(&n) {
-                if !is_product(g, n) {
+                if elementwise(g, n) {
                     stack.extend(g.nodes[n].operands.iter().copied());
                 }
             } else if k.inputs.contains(&n) {
-                if !in_vmem.contains(&n) && !is_scalar(g, n) {
+                // An input larger than the operand is read through a slice or reduction, only in part.
+                if !in_vmem.contains(&n) && !is_scalar(g, n) && elements(&g.nodes[n].ins.shape) <= size {
                     inputs.insert(n);
                 }
             } else if g.nodes[n].class == OpClass::Free {
@@ -57,16 +61,29 @@ pub(super) fn prologue_input_cycles(
             }
         }
     }
-    let mut bytes = 0u64;
+    let (mut bytes, mut widest) = (0u64, 0u64);
     for i in inputs {
-        bytes = bytes.saturating_add(sizer.shape(&g.nodes[i].ins.shape)?.padded_bytes);
+        let b = sizer.shape(&g.nodes[i].ins.shape)?.padded_bytes;
+        bytes = bytes.saturating_add(b);
+        widest = widest.max(b);
+    }
+    // Only an operand narrower than an input it is made from is streamed short by the window plan.
+    if widest <= narrowest {
+        return Ok(0.0);
     }
     Ok(bytes as f64 / hbm_bytes_per_cycle.max(1e-9))
 }
 
-/// Whether node `n` is a dot or convolution.
-fn is_product(g: &Graph<'_>, n: usize) -> bool {
-    matches!(g.nodes[n].class, OpClass::Dot | OpClass::Convolution)
+/// Whether node `n` maps its inputs' elements onto its own one to one or by broadcasting (an elementwise op, a
+/// broadcast, reshape, transpose or convert): the path along which an operand's inputs are streamed whole.
+/// Slices, gathers, reductions and products read their inputs otherwise and end the walk.
+fn elementwise(g: &Graph<'_>, n: usize) -> bool {
+    let node = &g.nodes[n];
+    match node.class {
+        OpClass::Elementwise | OpClass::Transcendental | OpClass::Relayout | OpClass::Free => true,
+        OpClass::Movement => matches!(node.ins.opcode.as_str(), "broadcast" | "reshape"),
+        _ => false,
+    }
 }
 
 /// Whether node `n` is a single value (a constant or scalar parameter), broadcast in place.
