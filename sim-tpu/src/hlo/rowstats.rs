@@ -75,10 +75,12 @@ fn host(g: &Graph<'_>, kernels: &[Group], b: usize, entry_outputs: &BTreeSet<usi
 /// boundary lies between, and 8,192 (64 lane tiles) is taken.
 const MAX_ROW_ELEMENTS: u64 = 8192;
 
-/// Whether MXU kernel `k`'s dots all produce 16-bit results (bf16 scores, widened in the epilogue) and `value`'s
-/// rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 scores the compiler writes the scores and their row max
-/// from the dot's kernel and computes the exp and sum in a loop kernel of its own, as tpusim's grouping does
-/// (every f32 attention and transformer block of the corpus, S 128-6,555, on all five chips).
+/// Whether MXU kernel `k`'s dots all multiply 16-bit operands (bf16 q and k; the scores bf16 widened in the
+/// epilogue, or the f32 accumulator itself as in the reference sample's attention, one fusion at S 256 on all
+/// five chips) and `value`'s rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 operands the compiler writes the
+/// scores and their row max from the dot's kernel and computes the exp and sum in a loop kernel of its own, as
+/// tpusim's grouping does (every f32 attention and transformer block of the corpus, S 128-6,555, on all five
+/// chips).
 fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
     let dots = k
         .members
@@ -86,10 +88,11 @@ fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
         .filter(|&&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
     let mut any = false;
     for &d in dots {
-        match &g.nodes[d].ins.shape {
-            Shape::Array(a) if a.element_type.bit_width() <= 16 => any = true,
-            _ => return false,
+        let operands = &g.nodes[d].operands;
+        if operands.len() < 2 || !operands.iter().take(2).all(|&o| sixteen_bit(g, o)) {
+            return false;
         }
+        any = true;
     }
     any && dims_of(&g.nodes[value].ins.shape)
         .last()
