@@ -227,7 +227,10 @@ fn a_16_bit_product_widened_in_its_kernel_drains_as_f32() {
 /// Keyed on the result's width, the f32 product's statistics were a pass of their own (three kernels).
 #[test]
 fn row_statistics_of_an_f32_product_of_16_bit_operands_are_one_pass() {
-    let text = one_pass_attention().replace("s = bf16[8,128,128]{2,1,0} dot(q, k)", "s = f32[8,128,128]{2,1,0} dot(q, k)");
+    let text = one_pass_attention().replace(
+        "s = bf16[8,128,128]{2,1,0} dot(q, k)",
+        "s = f32[8,128,128]{2,1,0} dot(q, k)",
+    );
     assert!(text.contains("s = f32[8,128,128]{2,1,0} dot(q, k)"));
     let (chip, mut hp) = bare_v5p();
     hp.vmem_temp_bytes = 0;
@@ -267,7 +270,12 @@ fn a_matmul_operand_computed_from_wider_inputs_streams_them() {
     assert_eq!(wide.kernels.len(), 1, "{:?}", wide.kernels);
     assert_eq!(wide.kernels[0].kind, KernelKind::Mxu);
     let launch = (chip.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0)).round() as u64;
-    assert_eq!(wide.kernels[0].cycles, launch + 33_554_432 + 32_768, "{:?}", wide.kernels[0]);
+    assert_eq!(
+        wide.kernels[0].cycles,
+        launch + 33_554_432 + 32_768,
+        "{:?}",
+        wide.kernels[0]
+    );
     let narrow = cost(&module("bf16"));
     assert_eq!(narrow.kernels.len(), 1, "{:?}", narrow.kernels);
     assert!(narrow.kernels[0].cycles < 1_000_000, "{:?}", narrow.kernels[0]);
