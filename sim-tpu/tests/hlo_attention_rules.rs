@@ -217,3 +217,66 @@ fn a_16_bit_product_widened_in_its_kernel_drains_as_f32() {
         widened.total_cycles
     );
 }
+
+/// [`one_pass_attention`] with the scores' product written as f32 from the bf16 q and k (`preferred_element_type`,
+/// as in the reference sample's attention) instead of bf16 widened in the kernel: the MXU accumulates in f32
+/// either way, and the compiler keeps the one-pass fusion (b4_s2048@tpu7x `fusion.11`, dot, `reduce-window` max,
+/// exp and sum), so the kernel is the same: two kernels, the first computing `s`, `rm`, `e` and `l`, its vector
+/// work one sweep over the 129 blocks it writes (`e` f32[8,128,128] 128 blocks, `l` one 8 x 128 tile) at 1,000
+/// cycles a block = 129,000, plus `e` and `l` (524,288 + 4,096 B) at the HBM rate and the scaled MXU launch.
+/// Keyed on the result's width, the f32 product's statistics were a pass of their own (three kernels).
+#[test]
+fn row_statistics_of_an_f32_product_of_16_bit_operands_are_one_pass() {
+    let text = one_pass_attention().replace(
+        "s = bf16[8,128,128]{2,1,0} dot(q, k)",
+        "s = f32[8,128,128]{2,1,0} dot(q, k)",
+    );
+    assert!(text.contains("s = f32[8,128,128]{2,1,0} dot(q, k)"));
+    let (chip, mut hp) = bare_v5p();
+    hp.vmem_temp_bytes = 0;
+    hp.mxu_fused_op_cycles = Some(1000.0);
+    let c = cost_module_with(&HloModule::parse(&text).unwrap(), &chip, &hp).unwrap();
+    let kinds: Vec<KernelKind> = c.kernels.iter().map(|k| k.kind).collect();
+    assert_eq!(kinds, [KernelKind::Mxu, KernelKind::Mxu], "{:?}", c.kernels);
+    let has = |name: &str| c.kernels[0].instructions.iter().any(|i| i == name);
+    assert!(has("s") && has("rm") && has("e") && has("l"), "{:?}", c.kernels[0]);
+    let launch = (chip.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0)).round() as u64;
+    let epilogue = (524_288.0 + 4_096.0) / hp.hbm_bytes_per_cycle;
+    let expected = launch + (129_000.0 + epilogue).round() as u64;
+    assert_eq!(c.kernels[0].cycles, expected, "{:?}", c.kernels[0]);
+}
+
+/// Forward attention's second kernel: `o = convert(e / l) v`, the probabilities normalised and narrowed to bf16
+/// in the matmul's kernel from the f32 `e` (f32[8,1024,1024]) and row sums `l` (f32[8,1024]) in HBM. The window
+/// plan streams the bf16 operand (16 MiB); the kernel reads `e` and `l`: 8 x 1,024 x 1,024 x 4 = 33,554,432 B
+/// and 8 x 1,024 x 4 = 32,768 B (one 8 x 128 tile per 1,024 sums, no padding). With the HBM rate set to 1 B a
+/// cycle that stream, 33,587,200 cycles, bounds the body (the product and the divide take well under a million
+/// on v5p), so the kernel costs it plus the scaled MXU launch. With `e` already bf16 (no wider input) the floor
+/// does not apply and the kernel is far cheaper.
+#[test]
+fn a_matmul_operand_computed_from_wider_inputs_streams_them() {
+    let module = |e_type: &str| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  e = {e_type}[8,1024,1024]{{2,1,0}} parameter(0)\n  l = {e_type}[8,1024]{{1,0}} parameter(1)\n  \
+             v = bf16[8,1024,64]{{2,1,0}} parameter(2)\n  lb = {e_type}[8,1024,1024]{{2,1,0}} broadcast(l), dimensions={{0,1}}\n  \
+             p = {e_type}[8,1024,1024]{{2,1,0}} divide(e, lb)\n  pb = bf16[8,1024,1024]{{2,1,0}} convert(p)\n  \
+             ROOT o = bf16[8,1024,64]{{2,1,0}} dot(pb, v), lhs_batch_dims={{0}}, lhs_contracting_dims={{2}}, rhs_batch_dims={{0}}, rhs_contracting_dims={{1}}\n}}\n"
+        )
+    };
+    let (chip, mut hp) = bare_v5p();
+    hp.hbm_bytes_per_cycle = 1.0;
+    let cost = |text: &str| cost_module_with(&HloModule::parse(text).unwrap(), &chip, &hp).unwrap();
+    let wide = cost(&module("f32"));
+    assert_eq!(wide.kernels.len(), 1, "{:?}", wide.kernels);
+    assert_eq!(wide.kernels[0].kind, KernelKind::Mxu);
+    let launch = (chip.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0)).round() as u64;
+    assert_eq!(
+        wide.kernels[0].cycles,
+        launch + 33_554_432 + 32_768,
+        "{:?}",
+        wide.kernels[0]
+    );
+    let narrow = cost(&module("bf16"));
+    assert_eq!(narrow.kernels.len(), 1, "{:?}", narrow.kernels);
+    assert!(narrow.kernels[0].cycles < 1_000_000, "{:?}", narrow.kernels[0]);
+}

@@ -49,6 +49,7 @@ pub mod partition;
 pub mod partition_oracle;
 mod passes;
 mod prefetch;
+mod prologue;
 mod relayout;
 mod report;
 mod rowstats;

@@ -75,10 +75,12 @@ fn host(g: &Graph<'_>, kernels: &[Group], b: usize, entry_outputs: &BTreeSet<usi
 /// boundary lies between, and 8,192 (64 lane tiles) is taken.
 const MAX_ROW_ELEMENTS: u64 = 8192;
 
-/// Whether MXU kernel `k`'s dots all produce 16-bit results (bf16 scores, widened in the epilogue) and `value`'s
-/// rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 scores the compiler writes the scores and their row max
-/// from the dot's kernel and computes the exp and sum in a loop kernel of its own, as tpusim's grouping does
-/// (every f32 attention and transformer block of the corpus, S 128-6,555, on all five chips).
+/// Whether MXU kernel `k`'s dots all multiply 16-bit operands (bf16 q and k; the scores bf16 widened in the
+/// epilogue, or the f32 accumulator itself as in the reference sample's attention, one fusion at S 256 on all
+/// five chips) and `value`'s rows are at most [`MAX_ROW_ELEMENTS`] long. With f32 operands the compiler writes the
+/// scores and their row max from the dot's kernel and computes the exp and sum in a loop kernel of its own, as
+/// tpusim's grouping does (every f32 attention and transformer block of the corpus, S 128-6,555, on all five
+/// chips).
 fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
     let dots = k
         .members
@@ -86,10 +88,11 @@ fn narrow_rows(g: &Graph<'_>, k: &Group, value: usize) -> bool {
         .filter(|&&m| matches!(g.nodes[m].class, OpClass::Dot | OpClass::Convolution));
     let mut any = false;
     for &d in dots {
-        match &g.nodes[d].ins.shape {
-            Shape::Array(a) if a.element_type.bit_width() <= 16 => any = true,
-            _ => return false,
+        let operands = &g.nodes[d].operands;
+        if operands.len() < 2 || !operands.iter().take(2).all(|&o| sixteen_bit(g, o)) {
+            return false;
         }
+        any = true;
     }
     any && dims_of(&g.nodes[value].ins.shape)
         .last()
@@ -129,7 +132,8 @@ fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> boo
 }
 
 /// Whether MXU kernel `k` computes its row statistics in the same pass as its batched matmul (no later kernel
-/// re-reads the result for them): every dot of `k` has batch dimensions and a 16-bit result, and every reduction
+/// re-reads the result for them): every dot of `k` has batch dimensions and 16-bit operands (its result bf16 or
+/// the f32 accumulator itself: the MXU accumulates in f32 either way), and every reduction
 /// of `k` reduces only the minor dimension of rows at most [`MAX_ONE_PASS_ROW`] long; the dots contract fewer
 /// than [`FULL_DEPTH`] elements and their results are not written out (a backward pass reading the scores makes
 /// them a kernel of their own, attention.001, .014, .031 on every chip). The compiler rewrites
@@ -142,7 +146,10 @@ fn row_reduction_of(g: &Graph<'_>, node: &super::graph::Node<'_>, n: u64) -> boo
 /// attention.000@v5e (scores [2,8,885,885]) `fusion.12`, 51,491 cycles, where tpusim's two passes cost 111,696
 /// and 163,911; attention.017@v5e 43,792 against 94,163 + 137,144. No non-batched matmul of the corpus does so
 /// (softmax_xent.018, bf16 logits [151,4480]: the row max with the dot, `exp` and sum a loop kernel of their
-/// own, [`super::passes`]).
+/// own, [`super::passes`]). The operands' width decides, not the result's: the reference sample's attention
+/// (bf16 q and k, an f32 product, `preferred_element_type`; no corpus program has one) has the same one-pass
+/// kOutput fusion at S 256, 1,024 and 2,048 on all five chips (b4_s2048@tpu7x `fusion.11` 1,163,273 cycles, where
+/// tpusim's one op per block took 2,628,236), while f32 q and k write their scores and max (attention.009, .027).
 pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
     if k.kind != KernelKind::Mxu {
         return false;
@@ -154,7 +161,7 @@ pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
         match n.class {
             OpClass::Dot => {
                 let batched = n.ins.int_list("lhs_batch_dims").is_some_and(|b| !b.is_empty());
-                let narrow = matches!(&n.ins.shape, Shape::Array(a) if a.element_type.bit_width() <= 16);
+                let narrow = n.operands.len() >= 2 && n.operands.iter().take(2).all(|&o| sixteen_bit(g, o));
                 let deep = contracted(g, n) >= FULL_DEPTH;
                 if !batched || !narrow || deep || k.outputs.contains(&m) || !from_parameters(g, k, n) {
                     return false;
@@ -174,6 +181,11 @@ pub(super) fn one_pass(g: &Graph<'_>, k: &Group) -> bool {
         }
     }
     dots > 0 && reductions > 0
+}
+
+/// Whether node `n` is an array of at most 16-bit elements.
+fn sixteen_bit(g: &Graph<'_>, n: usize) -> bool {
+    matches!(&g.nodes[n].ins.shape, Shape::Array(a) if a.element_type.bit_width() <= 16)
 }
 
 /// Rows longer than this are not reduced in the matmul's own pass: the compiler's longest one-pass rows are
