@@ -14,7 +14,8 @@
 //! - an element whose initial value is an entry parameter and which the body passes through unchanged stays
 //!   where the parameter is, in HBM (scan.011's and scan.015's f32 inputs `xs`, scan.000's bf16 inputs and
 //!   weights on v5e), unless it is f32 and reaches only matmuls: the compiler then writes a bf16 copy before the
-//!   loop, an intermediate it places on chip (scan.003's and scan.001's inputs and weights, `S(1)`).
+//!   loop, an intermediate it places on chip (scan.003's and scan.001's inputs and weights, `S(1)`; the convert
+//!   and v4's CMEM copy are [`super::loop_convert`]).
 //!
 //! What that saves (scan.003 on v5e, a fit record): the body's two 128x203x203 dots on on-chip operands cost
 //! 360 cycles each in the compiler's estimate, where an MXU kernel streaming from HBM pays the op model's
