@@ -1287,8 +1287,12 @@ fn cost_graph(
     let mut unmodelled = BTreeMap::new();
     let mut kernels = Vec::with_capacity(groups.len());
     let mut t = 0u64;
+    // The loop inputs converted to bf16 so far ([`super::loop_convert`]).
+    let mut converted = BTreeSet::new();
     for (at, k) in groups.iter().enumerate() {
         let anchor = &g.nodes[k.anchor];
+        // A loop's f32 inputs converted to bf16 before it ([`super::loop_convert`]).
+        let mut loop_converts: Vec<super::loop_convert::ConvertedInput> = Vec::new();
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
             "conditional" => Some(KernelKind::Conditional),
@@ -1304,7 +1308,11 @@ fn cost_graph(
                 }
                 control.depth += 1;
                 let nested = if kind == KernelKind::While {
-                    cost_while(module, g, k, sizer, chip, hp, control)
+                    cost_while(module, g, k, sizer, chip, hp, control).map(|(n, times, inputs)| {
+                        // A parameter converted for an earlier loop is not converted again.
+                        loop_converts = inputs.into_iter().filter(|c| converted.insert(c.value)).collect();
+                        (n, times)
+                    })
                 } else {
                     cost_conditional(module, anchor, sizer, chip, hp, control)
                 };
@@ -1328,11 +1336,15 @@ fn cost_graph(
                 cost_kernel(g, k, sizer, chip, hp, (placed, &state), &mut unmodelled)?
             }
         };
-        let (before, mut after) = if control.depth == 0 {
+        let (mut before, mut after) = if control.depth == 0 {
             super::relayout::copies_around(g, k, sizer, chip)?
         } else {
             (Vec::new(), Vec::new())
         };
+        before.splice(
+            0..0,
+            super::loop_convert::convert_kernels(g, &loop_converts, sizer, chip)?,
+        );
         after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
         if control.depth == 0 && !mxu_results_on_chip(chip) {
             copy_temp = copy_temp
@@ -1403,7 +1415,8 @@ fn nested_graph<'m>(
 
 /// A `while` loop: its body (costed as a graph of its own) and the trip count read from the loop
 /// ([`loops::counter`]); a loop whose trip count cannot be read is one trip and listed as unmodelled. The
-/// condition (a scalar compare on the scalar unit) is not charged.
+/// condition (a scalar compare on the scalar unit) is not charged. Also the f32 inputs converted to bf16 before
+/// it ([`super::loop_convert`]).
 fn cost_while(
     module: &HloModule,
     g: &Graph<'_>,
@@ -1412,7 +1425,7 @@ fn cost_while(
     chip: &ChipModel,
     hp: &HloParams,
     control: &mut Control,
-) -> Result<(Nested, u64), HloError> {
+) -> Result<(Nested, u64, Vec<super::loop_convert::ConvertedInput>), HloError> {
     let node = &g.nodes[k.anchor];
     let (cond_comp, body_comp) = loops::parts(module, node)?;
     // The body's graph, when flattened here to read the counter, is the one costed below.
@@ -1429,26 +1442,31 @@ fn cost_while(
         }
     };
     let trips = counter.and_then(|c| node.operands.first().and_then(|&init| c.trips(g, init)));
+    let graph = match flattened.take() {
+        Some(b) => b,
+        None => Graph::build_computation(module, body_comp)?,
+    };
+    let converted = match node.operands.first() {
+        Some(&init) => super::loop_convert::converted_inputs(g, init, &graph),
+        None => Vec::new(),
+    };
     if !control.graphs.contains_key(&body_comp) {
-        let graph = match flattened.take() {
-            Some(b) => b,
-            None => Graph::build_computation(module, body_comp)?,
-        };
         let budget = super::loop_state::state_budget(chip);
-        let kept = match node.operands.first() {
+        let mut kept = match node.operands.first() {
             Some(&init) => super::loop_state::on_chip_elements(g, init, &graph, sizer, budget)?,
             None => BTreeSet::new(),
         };
+        kept.extend(super::loop_convert::in_cmem(g, &converted, sizer, chip)?);
         control.state = Some(kept);
-        flattened = Some(graph);
     }
+    flattened = Some(graph);
     let build = || flattened.map_or_else(|| Graph::build_computation(module, body_comp), Ok);
     let mut body = nested_graph(module, body_comp, build, sizer, chip, hp, control)?;
     let trips = trips.unwrap_or_else(|| {
         *body.unmodelled.entry("while".to_string()).or_insert(0) += 1;
         1
     });
-    Ok((body, trips))
+    Ok((body, trips, converted))
 }
 
 /// A `conditional` (`lax.cond`, `lax.switch`): which branch runs is known only at run time, so it is costed as

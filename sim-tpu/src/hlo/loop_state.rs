@@ -14,7 +14,8 @@
 //! - an element whose initial value is an entry parameter and which the body passes through unchanged stays
 //!   where the parameter is, in HBM (scan.011's and scan.015's f32 inputs `xs`, scan.000's bf16 inputs and
 //!   weights on v5e), unless it is f32 and reaches only matmuls: the compiler then writes a bf16 copy before the
-//!   loop, an intermediate it places on chip (scan.003's and scan.001's inputs and weights, `S(1)`).
+//!   loop, an intermediate it places on chip (scan.003's and scan.001's inputs and weights, `S(1)`; the convert
+//!   and v4's CMEM copy are [`super::loop_convert`]).
 //!
 //! What that saves (scan.003 on v5e, a fit record): the body's two 128x203x203 dots on on-chip operands cost
 //! 360 cycles each in the compiler's estimate, where an MXU kernel streaming from HBM pays the op model's
@@ -26,7 +27,7 @@ use sim_core::layout::Shape;
 
 use super::bytes::Sizer;
 use super::graph::Graph;
-use super::ops::OpClass;
+use super::loop_convert::{f32_only_into_matmuls, passed_through};
 use super::HloError;
 use crate::tensorcore::ChipModel;
 
@@ -87,45 +88,6 @@ pub(super) fn state_nodes(body: &Graph<'_>, elements: &BTreeSet<usize>) -> BTree
         );
     }
     nodes
-}
-
-/// Whether the body returns element `i` as it read it.
-fn passed_through(body: &Graph<'_>, i: usize) -> bool {
-    let root = &body.nodes[body.root];
-    root.ins.opcode == "tuple" && root.operands.get(i).is_some_and(|&n| body.state_element(n) == Some(i))
-}
-
-/// Whether element `i` is f32 and every use of it in the body (but returning it) reaches a matmul through
-/// data movement only (slices, reshapes, converts).
-fn f32_only_into_matmuls(body: &Graph<'_>, i: usize) -> bool {
-    let reads: Vec<usize> = (0..body.nodes.len())
-        .filter(|&n| body.state_element(n) == Some(i))
-        .collect();
-    let f32 = reads
-        .first()
-        .is_some_and(|&n| matches!(&body.nodes[n].ins.shape, Shape::Array(a) if a.element_type.name() == "f32"));
-    if !f32 {
-        return false;
-    }
-    let mut stack = reads;
-    let mut seen = BTreeSet::new();
-    let mut any = false;
-    while let Some(n) = stack.pop() {
-        if !seen.insert(n) {
-            continue;
-        }
-        for &u in &body.users[n] {
-            let node = &body.nodes[u];
-            match node.class {
-                _ if u == body.root => {}
-                OpClass::Dot | OpClass::Convolution => any = true,
-                OpClass::Movement | OpClass::Free => stack.push(u),
-                OpClass::Elementwise if node.ins.opcode == "convert" => stack.push(u),
-                _ => return false,
-            }
-        }
-    }
-    any
 }
 
 /// Fixed cycles of an MXU kernel whose operands and results are all on chip: the chip's

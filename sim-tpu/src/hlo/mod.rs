@@ -36,6 +36,7 @@ pub mod fusion;
 pub mod graph;
 mod inplace;
 pub mod ir;
+mod loop_convert;
 mod loop_state;
 pub mod loops;
 mod matvec;
