@@ -526,49 +526,19 @@ fn cost_kernel(
     let total_bytes = in_bytes.saturating_add(out_bytes);
     let bw = hp.hbm_bytes_per_cycle.max(1e-9);
     let dma = total_bytes as f64 / bw;
-    let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
-    let mut flops = 0u64;
-    let mut vpu = 0.0;
-    let mut op_blocks = 0.0;
-    let mut mxu: Vec<MxuPass> = Vec::new();
-    for &m in &k.members {
-        let node = &g.nodes[m];
-        match node.class {
-            OpClass::Dot | OpClass::Convolution => {
-                let (pass, f) = mxu_pass(g, k, m, sizer, chip, hp, in_vmem)?;
-                flops = flops.saturating_add(f);
-                mxu.push(pass);
-            }
-            OpClass::Unmodelled => {
-                *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
-            }
-            _ => {
-                let (c, f) = vpu_blocks(g, node, sizer)?;
-                op_blocks += c.0;
-                vpu += c.0
-                    * if k.kind == KernelKind::Mxu {
-                        hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
-                    } else {
-                        hp.fused_op_cycles
-                    };
-                max_blocks = max_blocks.max(c.1);
-                flops = flops.saturating_add(f);
-            }
-        }
-    }
-    // Several reductions of a matmul's result share one sweep of its tiles ([`super::epilogue_sweep`]).
-    let shared = super::epilogue_sweep::shared_blocks(g, k, sizer)?;
-    vpu -= shared * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
-    // Row statistics in the matmul's own pass sweep the result tiles once ([`super::rowstats::one_pass`]).
-    if k.kind == KernelKind::Mxu && super::rowstats::one_pass(g, k) {
-        vpu = super::rowstats::one_pass_vector_cycles(max_blocks, hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles));
-    }
+    let KernelWork {
+        max_blocks,
+        flops,
+        vpu,
+        op_blocks,
+        mxu,
+    } = kernel_work(g, k, (sizer, chip, hp), in_vmem, unmodelled, out_elems)?;
     let scoped = chip.scoped_vmem_bytes;
     // A kernel of one op is the case the TensorCore op model was calibrated on: time it there, as a narrowed
     // reduction, one reduce of its narrow input (`narrow_reduce`).
     let single = match (k.kind, k.members.as_slice()) {
         (KernelKind::Loop | KernelKind::Reduce, [only]) => Some((*only, None)),
-        (KernelKind::Reduce, _) => super::narrow_reduce::narrowed_kernel(g, k).map(|(r, x)| (r, Some(x))),
+        (KernelKind::Reduce, _) => super::narrow_reduce::narrowed_kernel(g, &k.members).map(|(r, x)| (r, Some(x))),
         _ => None,
     };
     if let Some((only, narrow)) = single {
@@ -650,6 +620,71 @@ fn cost_kernel(
         vmem_bytes: vmem,
         nodes: k.members.clone(),
     })
+}
+
+/// A kernel's work member by member: MXU passes for its products, vector cycles and blocks for the rest (less
+/// what reductions sharing one sweep of a matmul's tiles, or row statistics in its pass, save).
+fn kernel_work(
+    g: &Graph<'_>,
+    k: &Group,
+    (sizer, chip, hp): (&Sizer, &ChipModel, &HloParams),
+    in_vmem: &BTreeSet<usize>,
+    unmodelled: &mut BTreeMap<String, u64>,
+    out_elems: u64,
+) -> Result<KernelWork, HloError> {
+    let mut max_blocks = out_elems as f64 / VREG_ELEMENTS as f64;
+    let mut flops = 0u64;
+    let mut vpu = 0.0;
+    let mut op_blocks = 0.0;
+    let mut mxu: Vec<MxuPass> = Vec::new();
+    for &m in &k.members {
+        let node = &g.nodes[m];
+        match node.class {
+            OpClass::Dot | OpClass::Convolution => {
+                let (pass, f) = mxu_pass(g, k, m, sizer, chip, hp, in_vmem)?;
+                flops = flops.saturating_add(f);
+                mxu.push(pass);
+            }
+            OpClass::Unmodelled => {
+                *unmodelled.entry(node.ins.opcode.clone()).or_insert(0) += 1;
+            }
+            _ => {
+                let (c, f) = vpu_blocks(g, node, sizer)?;
+                op_blocks += c.0;
+                vpu += c.0
+                    * if k.kind == KernelKind::Mxu {
+                        hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles)
+                    } else {
+                        hp.fused_op_cycles
+                    };
+                max_blocks = max_blocks.max(c.1);
+                flops = flops.saturating_add(f);
+            }
+        }
+    }
+    // Several reductions of a matmul's result share one sweep of its tiles ([`super::epilogue_sweep`]).
+    let shared = super::epilogue_sweep::shared_blocks(g, k, sizer)?;
+    vpu -= shared * hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles);
+    // Row statistics in the matmul's own pass sweep the result tiles once ([`super::rowstats::one_pass`]).
+    if k.kind == KernelKind::Mxu && super::rowstats::one_pass(g, k) {
+        vpu = super::rowstats::one_pass_vector_cycles(max_blocks, hp.mxu_fused_op_cycles.unwrap_or(hp.fused_op_cycles));
+    }
+    Ok(KernelWork {
+        max_blocks,
+        flops,
+        vpu,
+        op_blocks,
+        mxu,
+    })
+}
+
+/// What [`kernel_work`] returns.
+struct KernelWork {
+    max_blocks: f64,
+    flops: u64,
+    vpu: f64,
+    op_blocks: f64,
+    mxu: Vec<MxuPass>,
 }
 
 /// The value operand `o` forwards through free ops (an element of a tuple built in the graph, a bitcast, a copy):

@@ -12,7 +12,6 @@
 
 use sim_core::layout::{PrimitiveType, Shape};
 
-use super::fusion::Group;
 use super::graph::Graph;
 
 fn float_type(s: &Shape) -> Option<PrimitiveType> {
@@ -42,11 +41,10 @@ pub(super) fn narrow_source(g: &Graph<'_>, reduce: usize, user: usize) -> Option
     (narrow.bit_width() < wide.bit_width() && float_type(&u.ins.shape) == Some(narrow)).then_some(x)
 }
 
-/// The reduce node and its narrow input when kernel `k` is exactly such a narrowed reduction (its widening
-/// convert, the reduce, the narrowing convert; constants aside).
-pub(super) fn narrowed_kernel(g: &Graph<'_>, k: &Group) -> Option<(usize, usize)> {
-    let ops: Vec<usize> = k
-        .members
+/// The reduce node and its narrow input when a kernel's `members` are exactly such a narrowed reduction (its
+/// widening convert, the reduce, the narrowing convert; constants aside).
+pub(super) fn narrowed_kernel(g: &Graph<'_>, members: &[usize]) -> Option<(usize, usize)> {
+    let ops: Vec<usize> = members
         .iter()
         .copied()
         .filter(|&m| g.nodes[m].ins.opcode != "constant")
