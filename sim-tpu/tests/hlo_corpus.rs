@@ -19,14 +19,13 @@ fn gunzip(path: &PathBuf) -> String {
 
 /// The random held-out median and p90 over all chips with the embedded constants (cycle constants fitted on the
 /// corpus's random fit split and the reference sample's with `hlo::fit`'s objective; README "Generalization"):
-/// 8.9 % median and 39.6 % p90 on 366 records, from 9.7 % and 40.8 % with the unweighted RMS log objective on the
-/// same rules (loop-body matmuls on chip, stores fused into their matmul, convolution copies as row relayouts,
-/// narrow results transposed, the prefetch of a parameter only matmuls read, one-pass softmax, pass splits of
-/// large results), 9.7 % and 42.6 % before them, 14.2 % and 60.0 % at the stop before and 17.4 % and 71.1 % before
-/// that; a little room for the corpus to grow: a rule or constant change that makes unseen programs worse fails
-/// here. (The goals are 15 % and 40 % per chip; the p90 is not met on v4 and v6e.)
-const HELDOUT_MEDIAN_MAX: f64 = 0.11;
-const HELDOUT_P90_MAX: f64 = 0.42;
+/// 8.9 % median and 36.8 % p90 on 366 records, from 9.7 % and 40.8 % at the stop before (this stop: `hlo::fit`,
+/// `loop_convert`, `narrow_reduce`, `epilogue_sweep`, `prologue`, the small-tile copies and the 1x1 kernel
+/// gradient), 9.7 % and 42.6 %, 14.2 % and 60.0 % and 17.4 % and 71.1 % at the stops before that; a little room
+/// for the corpus to grow: a rule or constant change that makes unseen programs worse fails here. (The issue's
+/// goals are 15 % and 40 % per chip; the p90 is not met on v6e, 53.1 %.)
+const HELDOUT_MEDIAN_MAX: f64 = 0.10;
+const HELDOUT_P90_MAX: f64 = 0.39;
 /// The goal for temp bytes, per chip, on the random held-out records; met on every chip (v5p 16.4 %, from
 /// 27.7 % before `hlo::temp`'s rules: scalar reductions before their epilogue, v5p's relaid-out matrix-vector
 /// vectors, gathered rows and narrow tables' copies).
