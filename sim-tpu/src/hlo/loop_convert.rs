@@ -21,11 +21,9 @@ use std::collections::BTreeSet;
 use sim_core::layout::{ArrayShape, PrimitiveType, Shape};
 
 use super::bytes::Sizer;
-use super::fusion::KernelKind;
 use super::graph::Graph;
 use super::ops::OpClass;
 use super::{HloError, KernelCost};
-use crate::tensorcore::cost::time_kernel;
 use crate::tensorcore::lower::{Kernel, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::ChipModel;
 
@@ -148,23 +146,11 @@ pub(super) fn convert_kernels(
             out_bytes: to.padded_bytes,
             unpadded_bytes: from.logical_bytes.saturating_add(to.logical_bytes),
         };
-        let t = time_kernel(&kernel, chip);
-        let hbm = from.padded_bytes.saturating_add(to.padded_bytes);
-        kernels.push(KernelCost {
-            name: format!("{}.convert", node.ins.name),
-            kind: KernelKind::Loop,
-            instructions: Vec::new(),
-            cycles: t.cycles,
-            start_cycle: 0,
-            bound_by: t.bound,
-            flops: 0,
-            hbm_bytes: hbm,
-            hbm_unpadded_bytes: kernel.unpadded_bytes,
-            padding_bytes: hbm.saturating_sub(kernel.unpadded_bytes),
-            vmem_bytes: t.vmem_bytes,
-            // A copy the compiler adds computes no value of the module: a collective never waits on it.
-            nodes: Vec::new(),
-        });
+        kernels.push(super::relayout::added_copy(
+            format!("{}.convert", node.ins.name),
+            &kernel,
+            chip,
+        ));
     }
     Ok(kernels)
 }

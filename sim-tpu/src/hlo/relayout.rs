@@ -190,19 +190,29 @@ fn entry_tile_rows(s: &Shape, sizer: &Sizer) -> Result<Option<u64>, HloError> {
     if a.dims.len() < 2 {
         return Ok(None);
     }
-    let rows = |a: &sim_core::layout::ArrayShape| {
+    entry_layout(s, sizer, |a| {
         a.layout
             .as_ref()
             .and_then(|l| l.tiles.first())
             .filter(|t| t.dims.len() == 2)
             .and_then(|t| u64::try_from(t.dims[0]).ok())
-    };
+    })
+}
+
+/// `read` of an array as the compiler lays it out: its own tiled layout, or the compiler's entry layout for it
+/// ([`crate::tiling::tpu_layout`]); `None` for a tuple.
+fn entry_layout<T>(
+    s: &Shape,
+    sizer: &Sizer,
+    read: impl Fn(&sim_core::layout::ArrayShape) -> Option<T>,
+) -> Result<Option<T>, HloError> {
+    let Shape::Array(a) = s else { return Ok(None) };
     if a.layout.as_ref().is_some_and(|l| !l.tiles.is_empty()) {
-        return Ok(rows(a));
+        return Ok(read(a));
     }
     let dims: Vec<i64> = dims_of(s).iter().map(|&d| d as i64).collect();
     match tpu_layout(a.element_type, &dims, sizer.chip()).map_err(|e| HloError::Unsupported(e.to_string()))? {
-        Shape::Array(laid) => Ok(rows(&laid)),
+        Shape::Array(laid) => Ok(read(&laid)),
         _ => Ok(None),
     }
 }
@@ -448,10 +458,16 @@ fn copy_kernel(
         out_bytes: s.padded_bytes,
         unpadded_bytes: s.logical_bytes.saturating_mul(2),
     };
-    let t = time_kernel(&kernel, chip);
-    let hbm = s.padded_bytes.saturating_mul(2);
-    Ok(KernelCost {
-        name: format!("{}.{what}", node.ins.name),
+    Ok(added_copy(format!("{}.{what}", node.ins.name), &kernel, chip))
+}
+
+/// The cost of a copy kernel the compiler adds (a relayout, a convert before a loop): the op model's time for
+/// `kernel`, reading and writing HBM. It computes no value of the module: a collective never waits on it.
+pub(super) fn added_copy(name: String, kernel: &Kernel, chip: &ChipModel) -> KernelCost {
+    let t = time_kernel(kernel, chip);
+    let hbm = kernel.in_bytes.saturating_add(kernel.out_bytes);
+    KernelCost {
+        name,
         kind: KernelKind::Loop,
         instructions: Vec::new(),
         cycles: t.cycles,
@@ -462,9 +478,8 @@ fn copy_kernel(
         hbm_unpadded_bytes: kernel.unpadded_bytes,
         padding_bytes: hbm.saturating_sub(kernel.unpadded_bytes),
         vmem_bytes: t.vmem_bytes,
-        // A copy the compiler adds computes no value of the module: a collective never waits on it.
         nodes: Vec::new(),
-    })
+    }
 }
 
 /// The op model's class of a copy of `v` (convolution `conv`'s input, or its result or an epilogue value of the
@@ -515,21 +530,12 @@ fn side_labels<'a>(g: &'a Graph<'_>, conv: usize, v: usize) -> Option<&'a str> {
 /// The dimension in the lanes (minor) of an array: its tiled layout's, or the compiler's entry layout for it
 /// ([`crate::tiling::tpu_layout`], which puts the dimension padding least in the lanes).
 fn tpu_minor_dim(s: &Shape, sizer: &Sizer) -> Result<Option<usize>, HloError> {
-    let Shape::Array(a) = s else { return Ok(None) };
-    let minor = |a: &sim_core::layout::ArrayShape| {
+    entry_layout(s, sizer, |a| {
         a.layout
             .as_ref()
             .and_then(|l| l.minor_to_major.first().copied())
             .and_then(|d| usize::try_from(d).ok())
-    };
-    if a.layout.as_ref().is_some_and(|l| !l.tiles.is_empty()) {
-        return Ok(minor(a));
-    }
-    let dims: Vec<i64> = dims_of(s).iter().map(|&d| d as i64).collect();
-    match tpu_layout(a.element_type, &dims, sizer.chip()).map_err(|e| HloError::Unsupported(e.to_string()))? {
-        Shape::Array(laid) => Ok(minor(&laid)),
-        _ => Ok(None),
-    }
+    })
 }
 
 /// Whether convolution `n` has a 1x1 window whose stride (above 1) divides the image width `width`: the compiler
