@@ -30,38 +30,16 @@
 //! `exp(x - max)`: a second pass, its own kernel in the compiler's modules too), or one reading the results of a
 //! kernel that runs after the matmul's.
 
-use std::collections::{BTreeSet, HashMap};
+use std::collections::BTreeSet;
 
-use super::fusion::{Group, KernelKind};
+use super::fusion::{merge_groups, Group, KernelKind, Producers};
 use super::graph::Graph;
 use super::ops::OpClass;
 
 /// `groups` (in execution order) with every reduce kernel that reads exactly one MXU kernel's results in one pass
 /// merged into that MXU kernel, at the MXU kernel's place in the order.
 pub(super) fn merge_into_mxu(g: &Graph<'_>, groups: Vec<Group>) -> Vec<Group> {
-    let mut kernels: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
-    // Which kernel writes each value (updated as kernels merge).
-    let mut producer: HashMap<usize, usize> = HashMap::new();
-    for (i, k) in kernels.iter().enumerate() {
-        for &o in k.iter().flat_map(|k| &k.outputs) {
-            producer.insert(o, i);
-        }
-    }
-    let mut grown = BTreeSet::new();
-    for r in 0..kernels.len() {
-        let Some(m) = kernels[r].as_ref().and_then(|k| target(g, k, r, &producer, &kernels)) else {
-            continue;
-        };
-        let Some(red) = kernels[r].take() else { continue };
-        for &o in &red.outputs {
-            producer.insert(o, m);
-        }
-        if let Some(mxu) = kernels[m].as_mut() {
-            mxu.absorb(red);
-            grown.insert(mxu.anchor);
-        }
-    }
-    let mut merged: Vec<Group> = kernels.into_iter().flatten().collect();
+    let (mut merged, grown) = merge_groups(groups, |k, at, producer, kernels| target(g, k, at, producer, kernels));
     drop_internal_outputs(g, &mut merged, &grown);
     merged
 }
@@ -69,13 +47,7 @@ pub(super) fn merge_into_mxu(g: &Graph<'_>, groups: Vec<Group>) -> Vec<Group> {
 /// The MXU kernel reduce kernel `k` (at `at`) joins, if any: `k` only reduces and does elementwise work, it joins
 /// the latest matmul kernel before it writing values it reads, those values do not depend on a reduction of that
 /// kernel, and every other value it reads is written before the MXU kernel runs.
-fn target(
-    g: &Graph<'_>,
-    k: &Group,
-    at: usize,
-    producer: &HashMap<usize, usize>,
-    kernels: &[Option<Group>],
-) -> Option<usize> {
+fn target(g: &Graph<'_>, k: &Group, at: usize, producer: &Producers, kernels: &[Option<Group>]) -> Option<usize> {
     let plain = |m: &usize| {
         let c = g.nodes[*m].class;
         c.fusible() || c == OpClass::Reduce || c == OpClass::Free

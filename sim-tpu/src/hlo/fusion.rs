@@ -38,7 +38,7 @@
 //! Kernels run in a topological order of their dataflow chosen as a memory-minimising list scheduler would:
 //! of the ready kernels, the one freeing the most buffer bytes net of its allocations (ties: program order).
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeSet, HashMap};
 
 use sim_core::layout::Shape;
 
@@ -98,6 +98,40 @@ impl Group {
         // Node ids are a topological order.
         self.members = members.into_iter().collect();
     }
+}
+
+/// Which kernel (by index) writes each value, kept current as kernels merge.
+pub(super) type Producers = HashMap<usize, usize>;
+
+/// `groups` (in execution order) with every kernel `r` for which `target` names a kernel `m` absorbed into `m`
+/// ([`Group::absorb`]), at `m`'s place in the order; `target` sees the kernel, its index, who writes each value
+/// and the kernels as merged so far. Also returns the anchors of the kernels that grew.
+pub(super) fn merge_groups(
+    groups: Vec<Group>,
+    target: impl Fn(&Group, usize, &Producers, &[Option<Group>]) -> Option<usize>,
+) -> (Vec<Group>, BTreeSet<usize>) {
+    let mut kernels: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
+    let mut producer = Producers::new();
+    for (i, k) in kernels.iter().enumerate() {
+        for &o in k.iter().flat_map(|k| &k.outputs) {
+            producer.insert(o, i);
+        }
+    }
+    let mut grown = BTreeSet::new();
+    for r in 0..kernels.len() {
+        let Some(m) = kernels[r].as_ref().and_then(|k| target(k, r, &producer, &kernels)) else {
+            continue;
+        };
+        let Some(merged) = kernels[r].take() else { continue };
+        for &o in &merged.outputs {
+            producer.insert(o, m);
+        }
+        if let Some(into) = kernels[m].as_mut() {
+            into.absorb(merged);
+            grown.insert(into.anchor);
+        }
+    }
+    (kernels.into_iter().flatten().collect(), grown)
 }
 
 fn pass_through(class: OpClass, opcode: &str) -> bool {

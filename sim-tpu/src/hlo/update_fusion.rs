@@ -13,47 +13,20 @@
 //! Not merged: an update of a value no matmul kernel before it computes, or a kernel also reading a value
 //! written after that matmul kernel.
 
-use std::collections::HashMap;
-
-use super::fusion::{Group, KernelKind};
+use super::fusion::{merge_groups, Group, KernelKind, Producers};
 use super::graph::Graph;
 use super::ops::OpClass;
 
 /// `groups` (in execution order) with every update kernel ([`target`]) merged into the matmul kernel that
 /// computes what it stores, at the matmul kernel's place in the order.
 pub(super) fn merge_updates(g: &Graph<'_>, groups: Vec<Group>) -> Vec<Group> {
-    let mut kernels: Vec<Option<Group>> = groups.into_iter().map(Some).collect();
-    let mut producer: HashMap<usize, usize> = HashMap::new();
-    for (i, k) in kernels.iter().enumerate() {
-        for &o in k.iter().flat_map(|k| &k.outputs) {
-            producer.insert(o, i);
-        }
-    }
-    for r in 0..kernels.len() {
-        let Some(m) = kernels[r].as_ref().and_then(|k| target(g, k, r, &producer, &kernels)) else {
-            continue;
-        };
-        let Some(update) = kernels[r].take() else { continue };
-        for &o in &update.outputs {
-            producer.insert(o, m);
-        }
-        if let Some(mxu) = kernels[m].as_mut() {
-            mxu.absorb(update);
-        }
-    }
-    kernels.into_iter().flatten().collect()
+    merge_groups(groups, |k, at, producer, kernels| target(g, k, at, producer, kernels)).0
 }
 
 /// The matmul kernel update kernel `k` (at `at`) joins, if any: `k` is a loop kernel of dynamic-update-slices
 /// and pass-through ops only, and every value it reads that a kernel writes (what it stores) comes from one
 /// matmul kernel before it; its other inputs (the buffers, the indices) are parameters or loop state.
-fn target(
-    g: &Graph<'_>,
-    k: &Group,
-    at: usize,
-    producer: &HashMap<usize, usize>,
-    kernels: &[Option<Group>],
-) -> Option<usize> {
+fn target(g: &Graph<'_>, k: &Group, at: usize, producer: &Producers, kernels: &[Option<Group>]) -> Option<usize> {
     let is_update = |m: &usize| g.nodes[*m].ins.opcode == "dynamic-update-slice";
     let moves = |m: &usize| {
         let n = &g.nodes[*m];
