@@ -129,3 +129,37 @@ fn gathered_rows_and_a_narrow_tables_copy_are_in_hbm_on_v5p() {
     assert_eq!(temp(&gather_rows("bf16", 88182, 256), "v5p"), 11 * GRANULE);
     assert_eq!(temp(&gather_rows("bf16", 5754, 100), "v6e"), 0);
 }
+
+/// `y = (x + r) * rsqrt(sum((x + r)^2, rows))` over `dtype[rows,cols]` entry parameters `x` and `r`: an rmsnorm
+/// after a residual add, as in norm.008.
+fn residual_rmsnorm(dtype: &str, rows: u64, cols: u64) -> String {
+    format!(
+        "HloModule m\n\nadd_f {{\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT s = f32[] add(a, b)\n}}\n\n\
+         ENTRY main {{\n  x = {dtype}[{rows},{cols}]{{1,0}} parameter(0)\n  r = {dtype}[{rows},{cols}]{{1,0}} parameter(1)\n  \
+         s = {dtype}[{rows},{cols}]{{1,0}} add(x, r)\n  s32 = f32[{rows},{cols}]{{1,0}} convert(s)\n  \
+         sq = f32[{rows},{cols}]{{1,0}} multiply(s32, s32)\n  zero = f32[] constant(0)\n  \
+         ss = f32[{rows}]{{0}} reduce(sq, zero), dimensions={{1}}, to_apply=add_f\n  rs = f32[{rows}]{{0}} rsqrt(ss)\n  \
+         b = f32[{rows},{cols}]{{1,0}} broadcast(rs), dimensions={{0}}\n  ROOT y = f32[{rows},{cols}]{{1,0}} multiply(s32, b)\n}}\n"
+    )
+}
+
+/// The compiler writes an f32 residual sum read by two kernels once, beside the row reduction over it (a
+/// multi-output fusion), rather than re-read `x` and `r` in the second (norm.008 on every chip: temp = the sum's
+/// 14,208 x 13,952 x 4 bytes). Here the sum is f32[4096,8192], 4,096 x 8,192 x 4 = 134,217,728 B, over the 64 MiB
+/// on-chip budget `bare` sets, so it is in HBM with the 40,960-byte allocation overhead: 134,258,688 B, rounded up
+/// to whole granules 134,266,880 (8,195 granules). At f32[1024,8192] (32 MiB) it fits on chip: temp 0 (norm.013,
+/// 23 MB, is `S(1)`). A bf16 sum is recomputed by both kernels (norm.009, norm.017: temp 0).
+#[test]
+fn an_f32_residual_sum_two_kernels_read_is_written_once() {
+    let big = 4096 * 8192 * 4 + 40_960u64;
+    assert_eq!(big.div_ceil(GRANULE), 8_195);
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        assert_eq!(
+            temp(&residual_rmsnorm("f32", 4096, 8192), chip),
+            8_195 * GRANULE,
+            "{chip}"
+        );
+        assert_eq!(temp(&residual_rmsnorm("f32", 1024, 8192), chip), 0, "{chip}");
+        assert_eq!(temp(&residual_rmsnorm("bf16", 4096, 8192), chip), 0, "{chip}");
+    }
+}

@@ -1007,7 +1007,8 @@ struct Placement {
 /// the last kernel reading it; entry outputs and parameters are not temporaries; buffers that fit the VMEM budget
 /// next to the VMEM-resident ones live at that moment stay in VMEM (as the compiler's `S(1)` placements do).
 /// `bytes` gives a buffer's size and `eligible` whether a kernel's output may go on chip at all; `scratch[t]`
-/// (when given) is HBM live only while kernel `t` runs.
+/// (when given) is HBM live only while kernel `t` runs; `once` are values kernels recompute that the compiler
+/// writes once ([`super::written_once`]), buffers like kernel outputs.
 fn place_buffers(
     g: &Graph<'_>,
     kernels: &[Group],
@@ -1015,6 +1016,7 @@ fn place_buffers(
     bytes: &dyn Fn(usize) -> Result<u64, HloError>,
     eligible: &dyn Fn(&Group) -> bool,
     scratch: &[u64],
+    once: &[super::written_once::WrittenOnce],
 ) -> Result<Placement, HloError> {
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let last_use = super::vmem_copy::hbm_last_use(g, kernels);
@@ -1034,6 +1036,10 @@ fn place_buffers(
             buffers.push((if takes_over { t + 1 } else { t }, end, bytes(o)?, o, eligible(k)));
         }
     }
+    for w in once {
+        buffers.push((w.first, w.last, w.bytes, w.node, eligible(&kernels[w.first])));
+    }
+    buffers.sort_by_key(|b| b.0);
     let mut hbm = vec![0i128; kernels.len() + 1];
     let mut vmem = vec![0u64; kernels.len() + 1];
     let mut in_vmem = BTreeSet::new();
@@ -1141,7 +1147,8 @@ fn temp_bytes(
     };
     let eligible = |k: &Group| mxu_on_chip || !super::temp::written_by_both_cores(g, k);
     let scratch = super::temp::kernel_scratch(g, kernels, sizer, !mxu_on_chip)?;
-    let placed = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible, &scratch)?;
+    let once = super::written_once::written_once(g, kernels, sizer)?;
+    let placed = place_buffers(g, kernels, hp.temp_fast_bytes, &bytes, &eligible, &scratch, &once)?;
     let base = if placed.hbm_outputs {
         placed.hbm_peak.saturating_add(hp.temp_overhead_bytes)
     } else {
@@ -1302,7 +1309,7 @@ fn cost_graph(
     let groups = super::passes::split_passes(g, groups, &node_bytes);
     // Intermediates placed in VMEM are read and written there, not over HBM.
     let padded = |o: usize| Ok(sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes);
-    let mut in_vmem = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true, &[])?.in_vmem;
+    let mut in_vmem = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true, &[], &[])?.in_vmem;
     // Parameters the first kernel reading them streams from HBM, on chip for the later ones.
     let mut streamed_once = BTreeMap::new();
     if control.depth == 0 {

@@ -62,6 +62,7 @@ pub mod spmd;
 mod temp;
 mod update_fusion;
 mod vmem_copy;
+mod written_once;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};
 pub use fusion::KernelKind;
