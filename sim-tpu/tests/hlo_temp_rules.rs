@@ -163,3 +163,29 @@ fn an_f32_residual_sum_two_kernels_read_is_written_once() {
         assert_eq!(temp(&residual_rmsnorm("bf16", 4096, 8192), chip), 0, "{chip}");
     }
 }
+
+/// A 1x1 convolution f32[9,W,8,128] x f32[1,1,128,128] returned by the program: a batch of 9 does not fill a
+/// tile's 8 rows, so the compiler writes the result in the convolution's layout and copies it to the entry's.
+fn copied_out_conv(w: u64) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  x = f32[9,{w},8,128]{{3,2,1,0}} parameter(0)\n  \
+         k = f32[1,1,128,128]{{3,2,1,0}} parameter(1)\n  ROOT c = f32[9,{w},8,128]{{3,2,1,0}} convolution(x, k), \
+         window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+    )
+}
+
+/// The convolution's result before its copy to the entry's layout is a temporary; on chips where MXU results
+/// may stay on chip it is in HBM when the on-chip budget cannot hold it (resnet_block.005 on v4, v5e and v6e:
+/// `fusion.5 = f32[27,28,28,2048]{3,0,2,1}` in HBM, temp 205,668,352 B). At W = 2,048 the result is
+/// 9 x 2,048 x 8 x 128 x 4 = 75,497,472 B (4,608 granules), over `bare`'s 64 MiB: with the 40,960-byte overhead,
+/// 4,611 granules on every chip (v5p keeps every copied-out result in HBM). At W = 1,024 (37,748,736 B) it fits:
+/// temp 0 except on v5p (2,304 granules + overhead = 2,307).
+#[test]
+fn a_copied_out_convolution_result_over_the_on_chip_budget_is_in_hbm() {
+    assert_eq!(9 * 2048 * 8 * 128 * 4, 4_608 * GRANULE);
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        assert_eq!(temp(&copied_out_conv(2048), chip), 4_611 * GRANULE, "{chip}");
+        let small = if chip == "v5p" { 2_307 * GRANULE } else { 0 };
+        assert_eq!(temp(&copied_out_conv(1024), chip), small, "{chip}");
+    }
+}

@@ -1392,6 +1392,8 @@ fn cost_graph(
             copy_temp = copy_temp
                 .max(super::relayout::copy_temporaries(g, k, sizer)?)
                 .max(super::temp::gather_table_copy_bytes(g, k, sizer, chip)?);
+        } else if control.depth == 0 {
+            copy_temp = copy_temp.max(super::temp::copied_out_result_bytes(g, k, sizer, hp.temp_fast_bytes)?);
         }
         for mut r in before.into_iter().chain([c]).chain(after) {
             r.start_cycle = t;

@@ -100,7 +100,7 @@ pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Resul
 
 /// The spatial convolution of MXU kernel `k` whose result leaves the entry through a relayout copy
 /// ([`conv_output_relayout`]'s condition).
-fn copied_out_conv(g: &Graph<'_>, k: &Group) -> Option<usize> {
+pub(super) fn copied_out_conv(g: &Graph<'_>, k: &Group) -> Option<usize> {
     if k.kind != KernelKind::Mxu {
         return None;
     }

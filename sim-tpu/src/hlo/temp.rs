@@ -4,7 +4,9 @@
 //!   tpusim's kernels do not write as outputs: a scalar reduction before its epilogue, a matrix-vector
 //!   product's vector relaid out ([`kernel_scratch`], added to the HBM live at that kernel);
 //! - results no core can keep in its VMEM on a megacore chip without CMEM ([`written_by_both_cores`]);
-//! - a narrow gather table's row-major copy there ([`gather_table_copy_bytes`]).
+//! - a narrow gather table's row-major copy there ([`gather_table_copy_bytes`]);
+//! - a convolution result copied out to the entry's layout that the on-chip budget cannot hold
+//!   ([`copied_out_result_bytes`]).
 //!
 //! Kernel scratch carries none of the fitted allocation overhead: each record where it is the only temporary
 //! reports exactly one 16 KiB granule (reduction.001, .011, .017, .023 on all five chips; decode_matmul.003 on
@@ -196,4 +198,23 @@ fn row_major_bytes(g: &Graph<'_>, n: usize) -> u64 {
     (rows.div_ceil(8) * 8)
         .saturating_mul(minor.div_ceil(LANES) * LANES)
         .saturating_mul(elem_bytes)
+}
+
+/// HBM bytes of the result of kernel `k`'s convolution before its copy to the entry's layout
+/// ([`super::relayout::copied_out_conv`]) on a chip where MXU results may stay on chip, when the result (padded)
+/// exceeds `budget`, the on-chip bytes for temporaries: the compiler writes it in the convolution's layout, a
+/// temporary until the copy, and VMEM (or CMEM) cannot hold it. (On v5p it is in HBM at any size,
+/// [`super::relayout::copy_temporaries`].)
+///
+/// Evidence (compiler corpus, optimized modules): resnet_block.005 (f32 N 27, 28 x 28, 2,048 channels) writes
+/// `fusion.5 = f32[27,28,28,2048]{3,0,2,1}` (no `S(1)`) before the loop fusion writing the entry's
+/// `{3,2,1,0}` result: temp 205,668,352 B on v4, v5e and v6e, the result's 205,520,896 padded bytes (27 rows
+/// padded to 32) and 147,456 B of allocation; a result within the budget stays on chip (conv.011, f32
+/// [9,17,17,145], 3.8 MB: temp 0 on v6e).
+pub(super) fn copied_out_result_bytes(g: &Graph<'_>, k: &Group, sizer: &Sizer, budget: u64) -> Result<u64, HloError> {
+    let Some(conv) = super::relayout::copied_out_conv(g, k) else {
+        return Ok(0);
+    };
+    let bytes = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
+    Ok(if bytes > budget { bytes } else { 0 })
 }
