@@ -189,3 +189,63 @@ fn a_copied_out_convolution_result_over_the_on_chip_budget_is_in_hbm() {
         assert_eq!(temp(&copied_out_conv(1024), chip), small, "{chip}");
     }
 }
+
+/// Four trips of `acc += 1` over an f32[8192,4096] state started from entry parameter `x`; `after` reads the
+/// loop's result `w` and ends the entry.
+fn counted_loop(after: &str) -> String {
+    format!(
+        "HloModule m\n\n\
+         cond {{\n  p = (s32[], f32[8192,4096]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+         n = s32[] constant(4)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}}\n\n\
+         body {{\n  p = (s32[], f32[8192,4096]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+         one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n  a = f32[8192,4096]{{1,0}} get-tuple-element(p), index=1\n  \
+         c = f32[] constant(1)\n  b = f32[8192,4096]{{1,0}} broadcast(c), dimensions={{}}\n  \
+         a1 = f32[8192,4096]{{1,0}} add(a, b)\n  ROOT t = (s32[], f32[8192,4096]) tuple(i1, a1)\n}}\n\n\
+         ENTRY main {{\n  x = f32[8192,4096]{{1,0}} parameter(0)\n  z = s32[] constant(0)\n  \
+         t = (s32[], f32[8192,4096]) tuple(z, x)\n  w = (s32[], f32[8192,4096]) while(t), condition=cond, body=body\n  \
+         {after}\n}}\n"
+    )
+}
+
+/// A loop runs in place: its state is not a second buffer. Returned by the entry, the state element is the
+/// output: temp 0 (scan.011 on v4, v5e, v6e and tpu7x: the `AllocateBuffer` the loop fills is the entry's
+/// result, temp 0; the whole 128 MiB state tuple counted as a temporary before). Read by a kernel after the loop
+/// instead (`a * a` returned), the element outlives the loop: 8,192 x 4,096 x 4 = 134,217,728 B (8,192 granules),
+/// over `bare`'s 64 MiB, plus the 40,960-byte overhead: 8,195 granules.
+#[test]
+fn a_loops_state_is_no_second_buffer() {
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        let returned = counted_loop("ROOT a = f32[8192,4096]{1,0} get-tuple-element(w), index=1");
+        assert_eq!(temp(&returned, chip), 0, "{chip}");
+        let squared = counted_loop(
+            "a = f32[8192,4096]{1,0} get-tuple-element(w), index=1\n  ROOT r = f32[8192,4096]{1,0} multiply(a, a)",
+        );
+        assert_eq!(temp(&squared, chip), 8_195 * GRANULE, "{chip}");
+    }
+}
+
+/// Four trips of `h = h . w` over f32 `h` [128,512] and a weight `w` [512,512] the body passes through: the
+/// compiler converts `w` to bf16 once before the loop (`hlo::loop_convert`). On v5p the bf16 copy is in HBM while
+/// the loop runs (scan.011@v5p: temp 27,623,424 B, the copies' 27,131,904 and the loop's own; 0 on v6e): 512 x 512
+/// x 2 = 524,288 B, 32 granules; the returned `h` is the output and `w` is dead after the loop. Elsewhere the copy
+/// is on chip: temp 0.
+#[test]
+fn a_loops_bf16_weight_copy_is_in_hbm_on_v5p() {
+    let text = "HloModule m\n\n\
+        cond {\n  p = (s32[], f32[128,512], f32[512,512]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+        n = s32[] constant(4)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n\
+        body {\n  p = (s32[], f32[128,512], f32[512,512]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+        one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n  h = f32[128,512]{1,0} get-tuple-element(p), index=1\n  \
+        w = f32[512,512]{1,0} get-tuple-element(p), index=2\n  \
+        h1 = f32[128,512]{1,0} dot(h, w), lhs_contracting_dims={1}, rhs_contracting_dims={0}\n  \
+        ROOT t = (s32[], f32[128,512], f32[512,512]) tuple(i1, h1, w)\n}\n\n\
+        ENTRY main {\n  h0 = f32[128,512]{1,0} parameter(0)\n  w0 = f32[512,512]{1,0} parameter(1)\n  \
+        z = s32[] constant(0)\n  t = (s32[], f32[128,512], f32[512,512]) tuple(z, h0, w0)\n  \
+        l = (s32[], f32[128,512], f32[512,512]) while(t), condition=cond, body=body\n  \
+        ROOT h = f32[128,512]{1,0} get-tuple-element(l), index=1\n}\n";
+    assert_eq!(512 * 512 * 2, 32 * GRANULE);
+    assert_eq!(temp(text, "v5p"), 32 * GRANULE);
+    for chip in ["v4", "v5e", "v6e", "tpu7x"] {
+        assert_eq!(temp(text, chip), 0, "{chip}");
+    }
+}

@@ -1142,6 +1142,9 @@ fn temp_bytes(
     let mxu_on_chip = mxu_results_on_chip(chip);
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
     let bytes = |o: usize| -> Result<u64, HloError> {
+        if let Some(b) = super::temp::loop_result_bytes(g, o, &outputs, sizer)? {
+            return Ok(b);
+        }
         let b = sizer.shape(&g.nodes[o].ins.shape)?.padded_bytes;
         Ok(if feeds_only_dots(g, &outputs, o) { b / 2 } else { b })
     };
@@ -1363,7 +1366,12 @@ fn cost_graph(
                 for (op, count) in &n.unmodelled {
                     *unmodelled.entry(op.clone()).or_insert(0) += count;
                 }
-                nested_temp = nested_temp.max(n.temp);
+                let copies = if mxu_results_on_chip(chip) {
+                    0
+                } else {
+                    super::temp::loop_copy_bytes(g, &loop_converts, sizer)?
+                };
+                nested_temp = nested_temp.max(n.temp.saturating_add(copies));
                 nested_kernel(g, k, kind, &n, times)
             }
             _ => {

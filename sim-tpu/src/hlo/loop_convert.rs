@@ -108,7 +108,7 @@ fn default_precision(attr: Option<&str>) -> bool {
 }
 
 /// The bf16 copy of input `value` of `outer`.
-fn bf16_copy(outer: &Graph<'_>, value: usize) -> Option<ArrayShape> {
+pub(super) fn bf16_copy(outer: &Graph<'_>, value: usize) -> Option<ArrayShape> {
     match &outer.nodes[value].ins.shape {
         Shape::Array(a) => Some(ArrayShape {
             element_type: PrimitiveType::BF16,

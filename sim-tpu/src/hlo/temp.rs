@@ -5,6 +5,8 @@
 //!   product's vector relaid out ([`kernel_scratch`], added to the HBM live at that kernel);
 //! - results no core can keep in its VMEM on a megacore chip without CMEM ([`written_by_both_cores`]);
 //! - a narrow gather table's row-major copy there ([`gather_table_copy_bytes`]);
+//! - a loop's f32 inputs' bf16 copies on a megacore chip without CMEM ([`loop_copy_bytes`]);
+//! - a loop's state, which takes over its initial values' buffers ([`loop_result_bytes`]);
 //! - a convolution result copied out to the entry's layout that the on-chip budget cannot hold
 //!   ([`copied_out_result_bytes`]).
 //!
@@ -135,16 +137,32 @@ fn matvec_vector_bytes(g: &Graph<'_>, k: &Group) -> u64 {
     elements.div_ceil(VECTOR_TILE) * VECTOR_TILE * elem_bytes
 }
 
-/// Whether kernel `k`'s results are written by both cores of a megacore chip, so that on one without CMEM they
-/// cannot stay in one core's VMEM: an MXU kernel's (the temp model's rule since the first corpus), and a
-/// gather's rows.
+/// Whether kernel `k`'s results are written (or read) by both cores of a megacore chip, so that on one without
+/// CMEM they cannot stay in one core's VMEM: an MXU kernel's (the temp model's rule since the first corpus), a
+/// gather's rows, and a loop's initial state, which both cores' loop bodies read.
 ///
 /// Evidence for gathers (compiler corpus, optimized modules): embedding.000 (257 rows of a bf16[88182,256]
 /// table, then a scalar loss and the table's gradient) writes `gather_fusion = bf16[257,256]` to HBM on v5p
 /// (temp 180,224 B: the rows' 135,168 padded bytes and the loss's scalar) and to `S(1)` on v6e (temp 49,152);
 /// embedding.001, .005, .011 likewise (`gather_fusion` without `S(1)` on v5p only).
+///
+/// Evidence for a loop's initial state (compiler corpus, temp bytes on v5p, fwd+bwd scans whose loops start
+/// from kernels' results): with it tpusim moves from 16 to 160 KiB on scan.013 (compiler 6,832), 16 to 272 on
+/// scan.012 (4,256), 192 to 2,432 on scan.004 (6,816), 1,328 to 6,864 on scan.002 (17,280), and closer on
+/// scan.001, .003, .009 and .010, no v5p record further; on v6e the same records' temp is one granule or a few
+/// (144-192 KiB): their state stays in VMEM.
 pub(super) fn written_by_both_cores(g: &Graph<'_>, k: &Group) -> bool {
-    k.kind == KernelKind::Mxu || g.nodes[k.anchor].ins.opcode == "gather"
+    k.kind == KernelKind::Mxu || g.nodes[k.anchor].ins.opcode == "gather" || feeds_loop(g, k)
+}
+
+/// Whether an output of kernel `k` is part of a `while` loop's initial state (directly or through its tuple).
+fn feeds_loop(g: &Graph<'_>, k: &Group) -> bool {
+    let is_while = |u: usize| g.nodes[u].ins.opcode == "while";
+    k.outputs.iter().any(|&o| {
+        g.users[o]
+            .iter()
+            .any(|&u| is_while(u) || g.nodes[u].ins.opcode == "tuple" && g.users[u].iter().any(|&w| is_while(w)))
+    })
 }
 
 /// HBM bytes around a gather kernel `k` of the entry whose table the compiler copies before gathering
@@ -217,4 +235,70 @@ pub(super) fn copied_out_result_bytes(g: &Graph<'_>, k: &Group, sizer: &Sizer, b
     };
     let bytes = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
     Ok(if bytes > budget { bytes } else { 0 })
+}
+
+/// Bytes of the result of `while` node `w` that are new buffers: a loop runs in place, its state in the buffers
+/// of its initial values (whose producers' buffers live until the loop ends), so only the state elements read
+/// after the loop by a kernel, not returned by the entry, count, as their buffers then outlive the loop; an
+/// element the entry returns is an output, one nothing reads is dead. `None` when `w` is not a `while`.
+///
+/// Evidence (compiler corpus, optimized modules): scan.011 (an RNN over f32[199,128,512], `ys` returned) has
+/// `%while` over a state of the `AllocateBuffer` that becomes the entry's output, `xs` converted to bf16 before
+/// the loop (in CMEM on v4, `S(3)`) and the weights: temp 0 on v4, v5e, v6e and tpu7x, where counting the
+/// 106,758,144-byte state tuple as a temporary gave 101.8 MiB on v4 and tpu7x (over their on-chip budgets).
+pub(super) fn loop_result_bytes(
+    g: &Graph<'_>,
+    w: usize,
+    outputs: &std::collections::BTreeSet<usize>,
+    sizer: &Sizer,
+) -> Result<Option<u64>, HloError> {
+    let node = &g.nodes[w];
+    let sim_core::layout::Shape::Tuple(elems) = &node.ins.shape else {
+        return Ok(None);
+    };
+    if node.ins.opcode != "while" {
+        return Ok(None);
+    }
+    let mut read_after = std::collections::BTreeSet::new();
+    for &u in &g.users[w] {
+        let user = &g.nodes[u];
+        match user.ins.tuple_index() {
+            Some(i) if user.ins.opcode == "get-tuple-element" => {
+                if !outputs.contains(&u) && !g.users[u].is_empty() {
+                    read_after.insert(i);
+                }
+            }
+            // The whole state read by another op: every element outlives the loop.
+            _ => read_after.extend(0..elems.len()),
+        }
+    }
+    let mut bytes = 0u64;
+    for i in read_after {
+        if let Some(e) = elems.get(i) {
+            bytes = bytes.saturating_add(sizer.shape(e)?.padded_bytes);
+        }
+    }
+    Ok(Some(bytes))
+}
+
+/// HBM bytes of the bf16 copies of a loop's f32 inputs ([`super::loop_convert`]) on a megacore chip without
+/// CMEM, live while the loop runs: both cores' loop bodies read them, so they cannot stay in one core's VMEM
+/// (elsewhere they are in VMEM, or CMEM on v4).
+///
+/// Evidence (compiler corpus, temp bytes): scan.011 (an RNN, f32 `xs` [199,128,512] and two f32[512,512]
+/// weights converted before the loop) has temp 27,623,424 B on v5p, the copies' 26,083,328 + 2 x 524,288 B and
+/// the loop's own; 0 on v4, v5e, v6e and tpu7x. scan.003 (f32[13,128,203] `xs`, weights [203,203]) 4,751,360 B
+/// on v5p, 196,608 on v6e.
+pub(super) fn loop_copy_bytes(
+    outer: &Graph<'_>,
+    inputs: &[super::loop_convert::ConvertedInput],
+    sizer: &Sizer,
+) -> Result<u64, HloError> {
+    let mut bytes = 0u64;
+    for c in inputs {
+        if let Some(copy) = super::loop_convert::bf16_copy(outer, c.value) {
+            bytes = bytes.saturating_add(sizer.array(&copy)?.padded_bytes);
+        }
+    }
+    Ok(bytes)
 }
