@@ -249,3 +249,27 @@ fn a_loops_bf16_weight_copy_is_in_hbm_on_v5p() {
         assert_eq!(temp(text, chip), 0, "{chip}");
     }
 }
+
+/// A loop whose initial state is a kernel's result (`x * x`, f32[128,512], 262,144 B): on v5p both cores run the
+/// body, so the state cannot start in one core's VMEM: the result is in HBM until the loop (fwd+bwd scans on v5p,
+/// `hlo::temp::written_by_both_cores`), with the 40,960-byte overhead: 303,104 B, 19 granules. Elsewhere it stays
+/// on chip: temp 0.
+#[test]
+fn a_loops_initial_state_from_a_kernel_is_in_hbm_on_v5p() {
+    let text = "HloModule m\n\n\
+        cond {\n  p = (s32[], f32[128,512]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+        n = s32[] constant(4)\n  ROOT lt = pred[] compare(i, n), direction=LT\n}\n\n\
+        body {\n  p = (s32[], f32[128,512]) parameter(0)\n  i = s32[] get-tuple-element(p), index=0\n  \
+        one = s32[] constant(1)\n  i1 = s32[] add(i, one)\n  a = f32[128,512]{1,0} get-tuple-element(p), index=1\n  \
+        c = f32[] constant(1)\n  b = f32[128,512]{1,0} broadcast(c), dimensions={}\n  \
+        a1 = f32[128,512]{1,0} add(a, b)\n  ROOT t = (s32[], f32[128,512]) tuple(i1, a1)\n}\n\n\
+        ENTRY main {\n  x = f32[128,512]{1,0} parameter(0)\n  y = f32[128,512]{1,0} multiply(x, x)\n  \
+        z = s32[] constant(0)\n  t = (s32[], f32[128,512]) tuple(z, y)\n  \
+        w = (s32[], f32[128,512]) while(t), condition=cond, body=body\n  \
+        ROOT a = f32[128,512]{1,0} get-tuple-element(w), index=1\n}\n";
+    assert_eq!((128 * 512 * 4 + 40_960u64).div_ceil(GRANULE), 19);
+    assert_eq!(temp(text, "v5p"), 19 * GRANULE);
+    for chip in ["v4", "v5e", "v6e", "tpu7x"] {
+        assert_eq!(temp(text, chip), 0, "{chip}");
+    }
+}
