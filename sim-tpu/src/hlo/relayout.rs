@@ -56,9 +56,10 @@ pub(super) fn copies_around(
     }
     before.extend(table);
     if k.kind == KernelKind::Mxu {
-        for (x, passes) in super::conv_backward::strided_gradient_windows(g, &k.members) {
-            for _ in 0..passes {
-                before.push(relayout_kernel(g, x, sizer, chip, "window", VpuClass::Transpose)?);
+        for w in super::conv_backward::strided_gradient_windows(g, &k.members) {
+            for _ in 0..w.columns {
+                before.push(relayout_kernel(g, w.input, sizer, chip, "window", VpuClass::Transpose)?);
+                before.push(stack_kernel(g, &w, chip));
             }
         }
     }
@@ -429,6 +430,30 @@ fn relayout_kernel(
 ) -> Result<KernelCost, HloError> {
     let blocks = sizer.shape(&g.nodes[v].ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
     copy_kernel(g, v, sizer, chip, what, class, blocks)
+}
+
+/// The dynamic-update-slice writing one kernel column's stride-phase window of a strided small-batch kernel
+/// gradient into the stacked array ([`super::conv_backward::GradientWindows`]): a copy of the column's stacked
+/// window, read and written, timed as the windows' copies (a transpose) over its padded blocks.
+fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: &ChipModel) -> KernelCost {
+    let node = &g.nodes[w.input];
+    let elem_bytes = match &node.ins.shape {
+        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
+        _ => 4,
+    };
+    let bytes = w.stacked_elements.saturating_mul(elem_bytes);
+    let kernel = Kernel {
+        name: "copy",
+        work: Work::Vpu {
+            class: VpuClass::Transpose,
+            blocks: w.stacked_elements as f64 / VREG_ELEMENTS as f64,
+            elem_bytes,
+        },
+        in_bytes: bytes,
+        out_bytes: bytes,
+        unpadded_bytes: w.stacked_logical.saturating_mul(elem_bytes).saturating_mul(2),
+    };
+    added_copy(format!("{}.stack", node.ins.name), &kernel, chip)
 }
 
 /// [`relayout_kernel`] of `blocks` blocks of vector work.
