@@ -138,8 +138,8 @@ fn gradient_window(g: &Graph<'_>, node: &Node<'_>) -> Option<u64> {
     (window > spatial(out_l, &dims_of(&node.ins.shape))).then_some(window)
 }
 
-/// The windows the compiler builds for a kernel gradient of a strided convolution over a small batch
-/// ([`strided_gradient_windows`]), per column of the kernel: a fusion materialising the column's shifted
+/// The windows the compiler builds for a kernel gradient over a small batch
+/// ([`small_batch_gradient_windows`]), per column of the kernel: a fusion materialising the column's shifted
 /// stride-phase window of the input (pad, iota mask, select: a pass over an array of the input's size), then a
 /// dynamic-update-slice writing it into the stacked array, a pass over the column's stacked window
 /// ([`stacked_column_elements`]).
@@ -155,10 +155,19 @@ pub(super) struct GradientWindows {
     pub stacked_logical: u64,
 }
 
-/// Convolution `node` when it is a kernel gradient ([`kernel_gradient`]'s condition) of a strided convolution (a
-/// window dilation above 1: the forward stride) over a batch below one sublane tile (the left operand's `f`
-/// dimension, the forward batch, at most 7): its windows ([`GradientWindows`]).
-fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<GradientWindows> {
+/// Convolution `node` when it is a kernel gradient ([`kernel_gradient`]'s condition) over a batch below one
+/// sublane tile (the left operand's `f` dimension, the forward batch, at most 7) that the compiler windows: of a
+/// strided convolution (a window dilation above 1: the forward stride), or of a unit-stride one whose kernel has
+/// several columns over images at least 8 wide (the width from which the compiler windows a small-batch forward
+/// convolution, `relayout::small_batch_conv`): its windows ([`GradientWindows`]).
+///
+/// Evidence for the unit stride (compiler corpus, optimized modules, fit records): conv.004 (bf16 x[7,14,14,76],
+/// depthwise 3x3, every chip): three window fusions and copies `bf16[14,56,2,76,1]` (`[H, 8 N, Wp / 8, C]`,
+/// 4,753, 4,753 and 3,595 cycles on v5e) after a copy and two slice fusions of the input (3,595, 3,690, 3,690):
+/// 24,000 of the program's 67,294 cycles, which tpusim lacked (0.42-0.73x on every chip). None for 7-wide images
+/// (conv.015: N 2, 3x3, only the gradient's fusion) nor for one-column (1x1) kernels (resnet_block.007's two 1x1
+/// gradients over N 3, 19 and 10 wide: only their fusions).
+fn windowed_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<GradientWindows> {
     if node.class != OpClass::Convolution {
         return None;
     }
@@ -172,13 +181,14 @@ fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<Gradie
     let stride = node.ins.window_field("rhs_dilate").iter().copied().max().unwrap_or(1);
     let dim = |label: char| lhs_l.find(label).and_then(|i| xd.get(i)).copied();
     let batch = dim('f')?;
-    if stride <= 1 || batch > MAX_UNTILED_BATCH {
-        return None;
-    }
+    let width = dim('1').unwrap_or(1);
     // The kernel's width: the result's last spatial dimension.
     let last_spatial = out_l.char_indices().rfind(|(_, c)| c.is_ascii_digit());
     let columns = last_spatial.and_then(|(i, _)| od.get(i)).copied().unwrap_or(1).max(1);
-    let (rows, width, channels) = (dim('0').unwrap_or(1), dim('1').unwrap_or(1), dim('b')?);
+    if batch > MAX_UNTILED_BATCH || (stride <= 1 && (width < 8 || columns < 2)) {
+        return None;
+    }
+    let (rows, channels) = (dim('0').unwrap_or(1), dim('b')?);
     let (stacked_elements, stacked_logical) =
         stacked_column_elements(rows, batch, width, columns, u64::try_from(stride).ok()?, channels);
     Some(GradientWindows {
@@ -189,7 +199,7 @@ fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<Gradie
     })
 }
 
-/// Padded and logical elements of one kernel column's stacked window of a strided small-batch kernel gradient:
+/// Padded and logical elements of one kernel column's stacked window of a small-batch kernel gradient:
 /// `[H, 8 N, Wp / 8, C]`, the input's width with the kernel's halo padded to whole stride phases of 8 rows, `Wp =
 /// round_up(W + kw - 1, 8 stride)`, split into 8 rows (with the batch) of `Wp / 8` columns. The lanes hold the
 /// product's contracted rows (`8 N`) or its result rows (the channels `C`), whichever pads less in 8 x 128 tiles
@@ -227,14 +237,14 @@ pub(super) fn stacked_column_elements(
     )
 }
 
-/// Whether convolution `node` is a kernel gradient of a strided convolution over a small batch, which
-/// [`strided_gradient_windows`] windows (so the small-batch input copies of `relayout` do not apply to it).
-pub(super) fn is_strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> bool {
-    strided_small_batch_gradient(g, node).is_some()
+/// Whether convolution `node` is a kernel gradient over a small batch, which
+/// [`small_batch_gradient_windows`] windows (so the small-batch input copies of `relayout` do not apply to it).
+pub(super) fn is_windowed_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> bool {
+    windowed_small_batch_gradient(g, node).is_some()
 }
 
-/// The input windows the compiler builds for a kernel gradient of a strided convolution over a batch below one
-/// sublane tile, for each such convolution of MXU kernel `k` ([`GradientWindows`]): per column of the kernel, a
+/// The input windows the compiler builds for a kernel gradient over a batch below one sublane tile
+/// ([`windowed_small_batch_gradient`]), for each such convolution of MXU kernel `k` ([`GradientWindows`]): per column of the kernel, a
 /// fusion materialising that column's shifted stride-phase window of the input and a dynamic-update-slice
 /// stacking it.
 ///
@@ -248,9 +258,9 @@ pub(super) fn is_strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) ->
 /// dynamic-update-slice fusions of `bf16[65,8,10,76,7]` and seven pad-and-mask fusions, 11,559-11,846 cycles
 /// each, against 14,394 for tpusim's input relayout. Absent with a batch of 8 or more (resnet_block.021, N 19;
 /// .027, N 45: only the convolutions and the batch-norm passes).
-pub(super) fn strided_gradient_windows(g: &Graph<'_>, members: &[usize]) -> Vec<GradientWindows> {
+pub(super) fn small_batch_gradient_windows(g: &Graph<'_>, members: &[usize]) -> Vec<GradientWindows> {
     members
         .iter()
-        .filter_map(|&m| strided_small_batch_gradient(g, &g.nodes[m]))
+        .filter_map(|&m| windowed_small_batch_gradient(g, &g.nodes[m]))
         .collect()
 }

@@ -56,7 +56,7 @@ pub(super) fn copies_around(
     }
     before.extend(table);
     if k.kind == KernelKind::Mxu {
-        for w in super::conv_backward::strided_gradient_windows(g, &k.members) {
+        for w in super::conv_backward::small_batch_gradient_windows(g, &k.members) {
             for _ in 0..w.columns {
                 before.push(relayout_kernel(g, w.input, sizer, chip, "window", VpuClass::Transpose)?);
                 before.push(stack_kernel(g, &w, chip));
@@ -280,7 +280,7 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
         let n = &g.nodes[m];
         if n.class != OpClass::Convolution
             || rank(&n.ins.shape) < 4
-            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+            || super::conv_backward::is_windowed_small_batch_gradient(g, n)
         {
             continue;
         }
@@ -364,7 +364,7 @@ fn lane_moved_activation(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Opti
         if n.class != OpClass::Convolution
             || rank(&n.ins.shape) < 4
             || g.nodes[input].ins.opcode != "parameter"
-            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+            || super::conv_backward::is_windowed_small_batch_gradient(g, n)
         {
             continue;
         }
@@ -432,7 +432,7 @@ fn relayout_kernel(
     copy_kernel(g, v, sizer, chip, what, class, blocks)
 }
 
-/// The dynamic-update-slice writing one kernel column's stride-phase window of a strided small-batch kernel
+/// The dynamic-update-slice writing one kernel column's stride-phase window of a small-batch kernel
 /// gradient into the stacked array ([`super::conv_backward::GradientWindows`]): a copy of the column's stacked
 /// window, read and written, timed as the windows' copies (a transpose) over its padded blocks.
 fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: &ChipModel) -> KernelCost {
