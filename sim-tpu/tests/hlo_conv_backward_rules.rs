@@ -1,6 +1,6 @@
-//! `tpusim hlo` rules for kernel gradients, strided convolutions and the prefetch of convolution activations,
-//! read off the compiler corpus's optimized modules (`hlo::conv_backward`, `hlo::conv_strided`,
-//! `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels, bytes and cycles worked
+//! `tpusim hlo` rules for kernel gradients, strided and depthwise convolutions and the prefetch of convolution
+//! activations, read off the compiler corpus's optimized modules (`hlo::conv_backward`, `hlo::conv_strided`,
+//! `hlo::conv_depthwise`, `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels, bytes and cycles worked
 //! out in the test.
 
 use sim_tpu::hlo::{hlo_params, HloParams, KernelCost, KernelKind, ModuleCost};
@@ -304,5 +304,31 @@ fn a_one_tap_kernel_gradient_transposes_a_block_per_mxu_pass() {
         if chip == "v4" {
             assert_eq!(k.cycles, mxu_launch(&model, &hp) + floor.round() as u64, "{chip}");
         }
+    }
+}
+
+/// A depthwise 3x3 convolution over bf16[16,32,32,128] (`feature_group_count=128`, one channel per group, kernel
+/// bf16[3,3,1,128]) takes a multiply-add per output block and tap: the output bf16[16,32,32,128] is 16 x 32 x 32 x
+/// 128 = 2,097,152 elements (aligned in any layout), 2,048 blocks, times 9 taps at 2.25 cycles (corpus conv.017:
+/// 2.19-2.26 per block-tap on v5e, v6e and tpu7x) = 41,472 cycles after the MXU launch; on v5p the megacore pair
+/// splits it, 20,736. The op model's plan of the one-channel contraction is shorter, so the floor is the body.
+#[test]
+fn a_depthwise_convolution_takes_a_multiply_add_per_output_block_and_tap() {
+    let text = "HloModule m\n\nENTRY main {\n  x = bf16[16,32,32,128]{3,2,1,0} parameter(0)\n  \
+        k = bf16[3,3,1,128]{3,2,1,0} parameter(1)\n  \
+        ROOT y = bf16[16,32,32,128]{3,2,1,0} convolution(x, k), window={size=3x3 pad=1_1x1_1}, \
+        dim_labels=b01f_01io->b01f, feature_group_count=128\n}\n";
+    for (chip, floor) in [
+        ("v5e", 41_472),
+        ("v6e", 41_472),
+        ("tpu7x", 41_472),
+        ("v4", 41_472),
+        ("v5p", 20_736),
+    ] {
+        let model = ChipModel::preset(chip).unwrap();
+        let hp = params(chip);
+        let c = cost_on(text, chip);
+        let k = mxu_kernel(&c);
+        assert_eq!(k.cycles, mxu_launch(&model, &hp) + floor, "{chip}");
     }
 }

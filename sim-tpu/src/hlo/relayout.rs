@@ -129,7 +129,10 @@ fn copied_out_conv(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Option<usi
 /// the compiler windows ([`small_batch_conv`], whatever produced the input): its result is `[H, 8 N, k, C]`.
 fn windowed_batch(g: &Graph<'_>, conv: usize) -> bool {
     let n = &g.nodes[conv];
-    let (Some(lhs), Some(&x)) = (n.ins.attr("dim_labels").and_then(|l| l.split('_').next()), n.operands.first()) else {
+    let (Some(lhs), Some(&x)) = (
+        n.ins.attr("dim_labels").and_then(|l| l.split('_').next()),
+        n.operands.first(),
+    ) else {
         return false;
     };
     let dims = dims_of(&g.nodes[x].ins.shape);
@@ -159,7 +162,9 @@ fn entry_layout_is_batch_inside(g: &Graph<'_>, conv: usize, out: usize, sizer: &
         return Ok(false);
     }
     let order = entry_layout(&g.nodes[out].ins.shape, sizer, |a| {
-        a.layout.as_ref().map(|l| l.minor_to_major.iter().take(2).copied().collect::<Vec<_>>())
+        a.layout
+            .as_ref()
+            .map(|l| l.minor_to_major.iter().take(2).copied().collect::<Vec<_>>())
     })?;
     Ok(order.is_some_and(|o| o.len() == 2 && o[0] == f as i64 && o[1] == b as i64))
 }
