@@ -1,7 +1,7 @@
 //! `tpusim hlo` rules for kernel gradients, strided and depthwise convolutions and the prefetch of convolution
 //! activations, read off the compiler corpus's optimized modules (`hlo::conv_backward`, `hlo::conv_strided`,
-//! `hlo::conv_depthwise`, `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels, bytes and cycles worked
-//! out in the test.
+//! `hlo::conv_depthwise`, `hlo::conv_prefetch`). Each module is written by hand here, with its expected kernels,
+//! bytes and cycles worked out in the test.
 
 use sim_tpu::hlo::{hlo_params, HloParams, KernelCost, KernelKind, ModuleCost};
 use sim_tpu::tensorcore::cost::{plan_mxu_resident, Residency};
