@@ -121,6 +121,30 @@ fn a_convolution_result_with_a_batch_of_eight_keeps_its_layout() {
     }
 }
 
+/// A 3x3 convolution returning bf16[29,33,33,64]: the compiler's entry layout for the result puts the fewest
+/// padded rows in the sublanes, the batch (29 rows pad to 32: 33 x 33 x 32 x 128 padded elements) rather than the
+/// width (33 pads to 40 or 48: at least 29 x 33 x 40 x 128), `{3,0,2,1}`, the convolution's own order, so the
+/// program is the convolution kernel alone (corpus conv.007 on every chip). bf16[9,32,32,64] pads the batch 9 to
+/// 16 rows but the width 32 not at all, so its entry layout is row-major and the result is copied out.
+#[test]
+fn a_result_whose_entry_layout_is_batch_inside_is_not_copied() {
+    let module = |n: u64, w: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  x = bf16[{n},{w},{w},64]{{3,2,1,0}} parameter(0)\n  \
+             k = bf16[3,3,64,64]{{3,2,1,0}} parameter(1)\n  ROOT c = bf16[{n},{w},{w},64]{{3,2,1,0}} convolution(x, k), \
+             window={{size=3x3 pad=1_1x1_1}}, dim_labels=b01f_01io->b01f\n}}\n"
+        )
+    };
+    for chip in ["v4", "v5e", "v5p", "v6e", "tpu7x"] {
+        let kept = cost_on(&module(29, 33), chip);
+        let names: Vec<&str> = kept.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["c"], "{chip}");
+        let copied = cost_on(&module(9, 32), chip);
+        let names: Vec<&str> = copied.kernels.iter().map(|k| k.name.as_str()).collect();
+        assert_eq!(names, ["c", "c.relayout"], "{chip}");
+    }
+}
+
 /// On v5p (megacore, no CMEM: an MXU kernel's result cannot stay in one core's VMEM) a convolution result copied
 /// out to the entry's layout is an HBM temporary until the copy: f32[9,2,8,128], 9 x 2 x 8 x 128 x 4 B = 73,728 B
 /// (tile-aligned), plus the allocation's fixed overhead, in 16 KiB granules, as the only temporary (corpus conv.011 on v5p: 4,751,360

@@ -138,16 +138,36 @@ fn gradient_window(g: &Graph<'_>, node: &Node<'_>) -> Option<u64> {
     (window > spatial(out_l, &dims_of(&node.ins.shape))).then_some(window)
 }
 
-/// Passes over the input per kernel column of a strided kernel gradient with a small batch
-/// ([`strided_gradient_windows`]): one fusion materialising the column's shifted stride-phase window (pad, iota
-/// mask, select), one dynamic-update-slice writing it into the stacked array.
-const PASSES_PER_KERNEL_COLUMN: u64 = 2;
+/// The windows the compiler builds for a kernel gradient over a small batch
+/// ([`small_batch_gradient_windows`]), per column of the kernel: a fusion materialising the column's shifted
+/// stride-phase window of the input (pad, iota mask, select: a pass over an array of the input's size), then a
+/// dynamic-update-slice writing it into the stacked array, a pass over the column's stacked window
+/// ([`stacked_column_elements`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct GradientWindows {
+    /// The gradient's input operand (the forward activation).
+    pub input: usize,
+    /// Columns of the kernel (the result's last spatial dimension): one window and one stacking pass each.
+    pub columns: u64,
+    /// Padded elements of one column's stacked window.
+    pub stacked_elements: u64,
+    /// Logical elements of one column's stacked window.
+    pub stacked_logical: u64,
+}
 
-/// Convolution `node` when it is a kernel gradient ([`kernel_gradient`]'s condition) of a strided convolution (a
-/// window dilation above 1: the forward stride) over a batch below one sublane tile (the left operand's `f`
-/// dimension, the forward batch, at most 7): its input and its kernel's width (the result's second spatial
-/// dimension).
-fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<(usize, u64)> {
+/// Convolution `node` when it is a kernel gradient ([`kernel_gradient`]'s condition) over a batch below one
+/// sublane tile (the left operand's `f` dimension, the forward batch, at most 7) that the compiler windows: of a
+/// strided convolution (a window dilation above 1: the forward stride), or of a unit-stride one whose kernel has
+/// several columns over images at least 8 wide (the width from which the compiler windows a small-batch forward
+/// convolution, `relayout::small_batch_conv`): its windows ([`GradientWindows`]).
+///
+/// Evidence for the unit stride (compiler corpus, optimized modules, fit records): conv.004 (bf16 x[7,14,14,76],
+/// depthwise 3x3, every chip): three window fusions and copies `bf16[14,56,2,76,1]` (`[H, 8 N, Wp / 8, C]`,
+/// 4,753, 4,753 and 3,595 cycles on v5e) after a copy and two slice fusions of the input (3,595, 3,690, 3,690):
+/// 24,000 of the program's 67,294 cycles, which tpusim lacked (0.42-0.73x on every chip). None for 7-wide images
+/// (conv.015: N 2, 3x3, only the gradient's fusion) nor for one-column (1x1) kernels (resnet_block.007's two 1x1
+/// gradients over N 3, 19 and 10 wide: only their fusions).
+fn windowed_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<GradientWindows> {
     if node.class != OpClass::Convolution {
         return None;
     }
@@ -156,31 +176,77 @@ fn strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> Option<(usize
     let (lhs_l, rest) = labels.split_once('_')?;
     let (_, out_l) = rest.split_once("->")?;
     let x = *node.operands.first()?;
+    let xd = dims_of(&g.nodes[x].ins.shape);
     let od = dims_of(&node.ins.shape);
-    let dilated = node.ins.window_field("rhs_dilate").iter().any(|&v| v > 1);
-    let batch = lhs_l
-        .find('f')
-        .and_then(|i| dims_of(&g.nodes[x].ins.shape).get(i).copied())?;
-    if !dilated || batch > MAX_UNTILED_BATCH {
-        return None;
-    }
+    let stride = node.ins.window_field("rhs_dilate").iter().copied().max().unwrap_or(1);
+    let dim = |label: char| lhs_l.find(label).and_then(|i| xd.get(i)).copied();
+    let batch = dim('f')?;
+    let width = dim('1').unwrap_or(1);
     // The kernel's width: the result's last spatial dimension.
     let last_spatial = out_l.char_indices().rfind(|(_, c)| c.is_ascii_digit());
-    let width = last_spatial.and_then(|(i, _)| od.get(i)).copied().unwrap_or(1).max(1);
-    Some((x, width))
+    let columns = last_spatial.and_then(|(i, _)| od.get(i)).copied().unwrap_or(1).max(1);
+    if batch > MAX_UNTILED_BATCH || (stride <= 1 && (width < 8 || columns < 2)) {
+        return None;
+    }
+    let (rows, channels) = (dim('0').unwrap_or(1), dim('b')?);
+    let (stacked_elements, stacked_logical) =
+        stacked_column_elements(rows, batch, width, columns, u64::try_from(stride).ok()?, channels);
+    Some(GradientWindows {
+        input: x,
+        columns,
+        stacked_elements,
+        stacked_logical,
+    })
 }
 
-/// Whether convolution `node` is a kernel gradient of a strided convolution over a small batch, which
-/// [`strided_gradient_windows`] windows (so the small-batch input copies of `relayout` do not apply to it).
-pub(super) fn is_strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> bool {
-    strided_small_batch_gradient(g, node).is_some()
+/// Padded and logical elements of one kernel column's stacked window of a small-batch kernel gradient:
+/// `[H, 8 N, Wp / 8, C]`, the input's width with the kernel's halo padded to whole stride phases of 8 rows, `Wp =
+/// round_up(W + kw - 1, 8 stride)`, split into 8 rows (with the batch) of `Wp / 8` columns. The lanes hold the
+/// product's contracted rows (`8 N`) or its result rows (the channels `C`), whichever pads less in 8 x 128 tiles
+/// (ties to the channels): a convolution over a handful of channels stacks its windows batch-minor, 16 of 128
+/// lanes used, so each column's window is several times the input.
+///
+/// Evidence (compiler corpus, optimized modules, v5e, fit records): conv.014 (bf16 x[2,224,224,6], 7x7 stride
+/// 2): `bf16[224,16,30,6,7]{1,3,4,2,0:T(8,128)}` (8 N = 16 minor, 6 channels in 8 sublanes), seven
+/// dynamic-update-slice fusions of 97,383 cycles each, 14.5 per 1,024-element block of a column's 6,720 (tpusim
+/// timed each pass as one of the input, 16,000 cycles: 0.21-0.41x the compiler on every chip); conv.002 (bf16
+/// x[1,65,65,76], 7x7 stride 2): `bf16[65,8,10,76,7]{3,1,4,2,0}` (channels minor), 11,559-11,846 cycles over 650
+/// blocks; conv.029 (x[2,65,65,301], 3x3 stride 2): `bf16[65,16,10,301,1]{3,1,4,2,0}` (channels minor), 59,208 and
+/// 60,881 over 3,900 blocks.
+pub(super) fn stacked_column_elements(
+    rows: u64,
+    batch: u64,
+    width: u64,
+    kernel_width: u64,
+    stride: u64,
+    channels: u64,
+) -> (u64, u64) {
+    let up = |x: u64, m: u64| x.div_ceil(m).saturating_mul(m);
+    let phase_rows = batch.saturating_mul(8);
+    let padded_width = up(
+        width.saturating_add(kernel_width.max(1) - 1),
+        stride.max(1).saturating_mul(8),
+    );
+    let columns = padded_width / 8;
+    let channel_minor = up(channels, 128).saturating_mul(up(phase_rows, 8));
+    let batch_minor = up(phase_rows, 128).saturating_mul(up(channels, 8));
+    let per_row = rows.saturating_mul(columns);
+    (
+        per_row.saturating_mul(channel_minor.min(batch_minor)),
+        per_row.saturating_mul(phase_rows.saturating_mul(channels)),
+    )
 }
 
-/// The input windows the compiler builds for a kernel gradient of a strided convolution over a batch below one
-/// sublane tile: per column of the kernel, a fusion materialising that column's shifted stride-phase window of
-/// the input and a dynamic-update-slice stacking it, each a pass over an array of the input's size
-/// ([`PASSES_PER_KERNEL_COLUMN`]). Returns the input node and the number of passes, for each such convolution
-/// of MXU kernel `k`.
+/// Whether convolution `node` is a kernel gradient over a small batch, which
+/// [`small_batch_gradient_windows`] windows (so the small-batch input copies of `relayout` do not apply to it).
+pub(super) fn is_windowed_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) -> bool {
+    windowed_small_batch_gradient(g, node).is_some()
+}
+
+/// The input windows the compiler builds for a kernel gradient over a batch below one sublane tile
+/// ([`windowed_small_batch_gradient`]), for each such convolution of MXU kernel `k` ([`GradientWindows`]): per column of the kernel, a
+/// fusion materialising that column's shifted stride-phase window of the input and a dynamic-update-slice
+/// stacking it.
 ///
 /// Evidence (compiler corpus, optimized modules, fit records): conv.029 on v5e (f32 x[2,65,65,301], 3x3 stride 2):
 /// besides the two convolution fusions (41,682 cycles) the input goes through a pad fusion into stride phases
@@ -192,10 +258,9 @@ pub(super) fn is_strided_small_batch_gradient(g: &Graph<'_>, node: &Node<'_>) ->
 /// dynamic-update-slice fusions of `bf16[65,8,10,76,7]` and seven pad-and-mask fusions, 11,559-11,846 cycles
 /// each, against 14,394 for tpusim's input relayout. Absent with a batch of 8 or more (resnet_block.021, N 19;
 /// .027, N 45: only the convolutions and the batch-norm passes).
-pub(super) fn strided_gradient_windows(g: &Graph<'_>, members: &[usize]) -> Vec<(usize, u64)> {
+pub(super) fn small_batch_gradient_windows(g: &Graph<'_>, members: &[usize]) -> Vec<GradientWindows> {
     members
         .iter()
-        .filter_map(|&m| strided_small_batch_gradient(g, &g.nodes[m]))
-        .map(|(x, width)| (x, width.saturating_mul(PASSES_PER_KERNEL_COLUMN)))
+        .filter_map(|&m| windowed_small_batch_gradient(g, &g.nodes[m]))
         .collect()
 }

@@ -800,7 +800,9 @@ fn mxu_pass(
     let strided = super::conv_strided::strided_input_cycles(g, node, residency.lhs, sizer, hp.hbm_bytes_per_cycle)?;
     // A computed operand streams the HBM inputs it is made from ([`super::prologue`]).
     let prologue = super::prologue::prologue_input_cycles(g, k, m, sizer, in_vmem, hp.hbm_bytes_per_cycle)?;
-    let spill = spill.max(strided).max(prologue);
+    // A depthwise convolution takes a multiply-add per output block and tap ([`super::conv_depthwise`]).
+    let depthwise = super::conv_depthwise::depthwise_floor_cycles(g, node, &w.0, sizer, chip)?;
+    let spill = spill.max(strided).max(prologue).max(depthwise);
     let m = w.0.m;
     let mut w0 = w.0;
     // A 16-bit result widened back to f32 in the kernel drains as the accumulator ([`super::drain`]).

@@ -22,6 +22,7 @@ mod batchnorm;
 pub mod bytes;
 pub mod collective;
 mod conv_backward;
+mod conv_depthwise;
 mod conv_prefetch;
 mod conv_strided;
 pub mod corpus;

@@ -56,9 +56,10 @@ pub(super) fn copies_around(
     }
     before.extend(table);
     if k.kind == KernelKind::Mxu {
-        for (x, passes) in super::conv_backward::strided_gradient_windows(g, &k.members) {
-            for _ in 0..passes {
-                before.push(relayout_kernel(g, x, sizer, chip, "window", VpuClass::Transpose)?);
+        for w in super::conv_backward::small_batch_gradient_windows(g, &k.members) {
+            for _ in 0..w.columns {
+                before.push(relayout_kernel(g, w.input, sizer, chip, "window", VpuClass::Transpose)?);
+                before.push(stack_kernel(g, &w, chip));
             }
         }
     }
@@ -88,7 +89,7 @@ pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Resul
         }
         chain.extend([y, y]);
     }
-    if let Some(conv) = copied_out_conv(g, k) {
+    if let Some(conv) = copied_out_conv(g, k, sizer)? {
         let y = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
         if chain.is_empty() {
             chain.push(y);
@@ -100,21 +101,72 @@ pub(super) fn copy_temporaries(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Resul
 
 /// The spatial convolution of MXU kernel `k` whose result leaves the entry through a relayout copy
 /// ([`conv_output_relayout`]'s condition).
-pub(super) fn copied_out_conv(g: &Graph<'_>, k: &Group) -> Option<usize> {
+pub(super) fn copied_out_conv(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Option<usize>, HloError> {
     if k.kind != KernelKind::Mxu {
-        return None;
+        return Ok(None);
     }
-    let conv = k.members.iter().copied().find(|&m| {
+    let Some(conv) = k.members.iter().copied().find(|&m| {
         let n = &g.nodes[m];
         n.class == OpClass::Convolution && rank(&n.ins.shape) >= 3
-    })?;
+    }) else {
+        return Ok(None);
+    };
     let entry_outputs = g.outputs();
-    let out = k
+    let Some(out) = k
         .outputs
         .iter()
         .copied()
-        .find(|o| entry_outputs.contains(o) && rank(&g.nodes[*o].ins.shape) >= 3)?;
-    (!batch_fills_sublanes(g, conv, out)).then_some(conv)
+        .find(|o| entry_outputs.contains(o) && rank(&g.nodes[*o].ins.shape) >= 3)
+    else {
+        return Ok(None);
+    };
+    let kept = batch_fills_sublanes(g, conv, out)
+        || (!windowed_batch(g, conv) && entry_layout_is_batch_inside(g, conv, out, sizer)?);
+    Ok((!kept).then_some(conv))
+}
+
+/// Whether convolution `conv` runs over a batch below one sublane tile (at most 7) of images at least 8 wide, which
+/// the compiler windows ([`small_batch_conv`], whatever produced the input): its result is `[H, 8 N, k, C]`.
+fn windowed_batch(g: &Graph<'_>, conv: usize) -> bool {
+    let n = &g.nodes[conv];
+    let (Some(lhs), Some(&x)) = (
+        n.ins.attr("dim_labels").and_then(|l| l.split('_').next()),
+        n.operands.first(),
+    ) else {
+        return false;
+    };
+    let dims = dims_of(&g.nodes[x].ins.shape);
+    let dim = |c: char| lhs.find(c).and_then(|i| dims.get(i)).copied();
+    dim('b').is_some_and(|b| b <= MAX_UNTILED_BATCH) && dim('1').is_some_and(|w| w >= 8)
+}
+
+/// Whether the compiler's entry layout for output `out` of convolution `conv`'s kernel (of the convolution's
+/// shape) is the convolution's own: the channel in the lanes and the batch in the sublanes (`{3,0,2,1}` for
+/// `b01f`), which [`crate::tiling::tpu_layout`] picks when the batch pads fewer rows than the width. Unless the
+/// compiler windows the convolution ([`windowed_batch`]: its result is `[H, 8 N, k, C]`, copied out all the same),
+/// the result then leaves the program as the kernel writes it, with no copy. Evidence
+/// (compiler corpus, the entry layouts of the optimized modules, fit records, no copy on any chip): conv.007
+/// (bf16[29,33,33,64]: 29 rows pad to 32, 33 to 48), where tpusim's copy (127,490 cycles on v4, 15,049 on v6e)
+/// put it at 1.36-1.68x the compiler; resnet_block.001 (N 58, 10 wide), .011 (N 52, 14 wide), .026 (f32 N 4, 7
+/// wide, `T(4,128)`), conv.033 (N 53, 7 wide); held out, conv.012 (f32 N 45, 7 wide: 1.0-1.78x before). The
+/// windowed ones copy: conv.009 (N 2, `copy.3` into `{3,0,2,1:T(2,128)}`, 63,960 cycles on v5e),
+/// resnet_block.019 (N 2, a copy fused with the epilogue).
+fn entry_layout_is_batch_inside(g: &Graph<'_>, conv: usize, out: usize, sizer: &Sizer) -> Result<bool, HloError> {
+    let Some(labels) = g.nodes[conv].ins.attr("dim_labels").and_then(|l| l.split_once("->")) else {
+        return Ok(false);
+    };
+    let (Some(f), Some(b)) = (labels.1.find('f'), labels.1.find('b')) else {
+        return Ok(false);
+    };
+    if dims_of(&g.nodes[out].ins.shape) != dims_of(&g.nodes[conv].ins.shape) {
+        return Ok(false);
+    }
+    let order = entry_layout(&g.nodes[out].ins.shape, sizer, |a| {
+        a.layout
+            .as_ref()
+            .map(|l| l.minor_to_major.iter().take(2).copied().collect::<Vec<_>>())
+    })?;
+    Ok(order.is_some_and(|o| o.len() == 2 && o[0] == f as i64 && o[1] == b as i64))
 }
 
 /// The relayout kernel following MXU kernel `k` of the entry graph `g`, when `k` computes a convolution with
@@ -125,7 +177,7 @@ pub(super) fn conv_output_relayout(
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Option<KernelCost>, HloError> {
-    let Some(conv) = copied_out_conv(g, k) else {
+    let Some(conv) = copied_out_conv(g, k, sizer)? else {
         return Ok(None);
     };
     let entry_outputs = g.outputs();
@@ -279,7 +331,7 @@ fn small_batch_conv(g: &Graph<'_>, k: &Group) -> Option<SmallBatchConv> {
         let n = &g.nodes[m];
         if n.class != OpClass::Convolution
             || rank(&n.ins.shape) < 4
-            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+            || super::conv_backward::is_windowed_small_batch_gradient(g, n)
         {
             continue;
         }
@@ -363,7 +415,7 @@ fn lane_moved_activation(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Opti
         if n.class != OpClass::Convolution
             || rank(&n.ins.shape) < 4
             || g.nodes[input].ins.opcode != "parameter"
-            || super::conv_backward::is_strided_small_batch_gradient(g, n)
+            || super::conv_backward::is_windowed_small_batch_gradient(g, n)
         {
             continue;
         }
@@ -429,6 +481,30 @@ fn relayout_kernel(
 ) -> Result<KernelCost, HloError> {
     let blocks = sizer.shape(&g.nodes[v].ins.shape)?.padded_elements as f64 / VREG_ELEMENTS as f64;
     copy_kernel(g, v, sizer, chip, what, class, blocks)
+}
+
+/// The dynamic-update-slice writing one kernel column's stride-phase window of a small-batch kernel
+/// gradient into the stacked array ([`super::conv_backward::GradientWindows`]): a copy of the column's stacked
+/// window, read and written, timed as the windows' copies (a transpose) over its padded blocks.
+fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: &ChipModel) -> KernelCost {
+    let node = &g.nodes[w.input];
+    let elem_bytes = match &node.ins.shape {
+        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
+        _ => 4,
+    };
+    let bytes = w.stacked_elements.saturating_mul(elem_bytes);
+    let kernel = Kernel {
+        name: "copy",
+        work: Work::Vpu {
+            class: VpuClass::Transpose,
+            blocks: w.stacked_elements as f64 / VREG_ELEMENTS as f64,
+            elem_bytes,
+        },
+        in_bytes: bytes,
+        out_bytes: bytes,
+        unpadded_bytes: w.stacked_logical.saturating_mul(elem_bytes).saturating_mul(2),
+    };
+    added_copy(format!("{}.stack", node.ins.name), &kernel, chip)
 }
 
 /// [`relayout_kernel`] of `blocks` blocks of vector work.

@@ -230,7 +230,7 @@ fn row_major_bytes(g: &Graph<'_>, n: usize) -> u64 {
 /// padded to 32) and 147,456 B of allocation; a result within the budget stays on chip (conv.011, f32
 /// [9,17,17,145], 3.8 MB: temp 0 on v6e).
 pub(super) fn copied_out_result_bytes(g: &Graph<'_>, k: &Group, sizer: &Sizer, budget: u64) -> Result<u64, HloError> {
-    let Some(conv) = super::relayout::copied_out_conv(g, k) else {
+    let Some(conv) = super::relayout::copied_out_conv(g, k, sizer)? else {
         return Ok(0);
     };
     let bytes = sizer.shape(&g.nodes[conv].ins.shape)?.padded_bytes;
