@@ -38,7 +38,12 @@ fn hbm_launch(chip: &str, hp: &HloParams) -> u64 {
 /// tpusim's HBM launch there) nothing changes.
 #[test]
 fn only_a_kernel_reading_and_writing_vmem_pays_the_onchip_launch() {
-    for (chip, onchip) in [("v6e", Some(1042u64)), ("v5e", Some(2137)), ("v5p", None), ("tpu7x", None)] {
+    for (chip, onchip) in [
+        ("v6e", Some(1042u64)),
+        ("v5e", Some(2137)),
+        ("v5p", None),
+        ("tpu7x", None),
+    ] {
         let with = params(chip);
         let mut without = with.clone();
         without.onchip_entry_launch_cycles = None;
@@ -48,9 +53,20 @@ fn only_a_kernel_reading_and_writing_vmem_pays_the_onchip_launch() {
         assert_eq!(a.kernels.len(), b.kernels.len());
         let saved = onchip.map_or(0, |c| hbm_launch(chip, &with) - c);
         assert!(onchip.is_none_or(|c| c < hbm_launch(chip, &with)), "{chip}");
-        assert_eq!(a.kernels[0].cycles, b.kernels[0].cycles, "{chip}: the first kernel reads parameters only");
-        assert_eq!(a.kernels[1].cycles + saved, b.kernels[1].cycles, "{chip}: {:#?}", a.kernels);
-        assert_eq!(a.kernels[2].cycles, b.kernels[2].cycles, "{chip}: the last kernel writes the result to HBM");
+        assert_eq!(
+            a.kernels[0].cycles, b.kernels[0].cycles,
+            "{chip}: the first kernel reads parameters only"
+        );
+        assert_eq!(
+            a.kernels[1].cycles + saved,
+            b.kernels[1].cycles,
+            "{chip}: {:#?}",
+            a.kernels
+        );
+        assert_eq!(
+            a.kernels[2].cycles, b.kernels[2].cycles,
+            "{chip}: the last kernel writes the result to HBM"
+        );
         assert_eq!(a.total_cycles + saved, b.total_cycles, "{chip}");
     }
     // The installed constants are the ones the test derived from the corpus.
@@ -65,7 +81,10 @@ fn only_a_kernel_reading_and_writing_vmem_pays_the_onchip_launch() {
 fn a_kernel_writing_a_program_result_pays_the_hbm_launch() {
     let returned = THREE_LAYERS
         .replace("ROOT y = bf16[64,256]{1,0} dot", "y = bf16[64,256]{1,0} dot")
-        .replace("\n}\n", "\n  ROOT t = (bf16[64,256]{1,0}, bf16[64,256]{1,0}) tuple(h2, y)\n}\n");
+        .replace(
+            "\n}\n",
+            "\n  ROOT t = (bf16[64,256]{1,0}, bf16[64,256]{1,0}) tuple(h2, y)\n}\n",
+        );
     let with = params("v6e");
     let mut without = with.clone();
     without.onchip_entry_launch_cycles = None;
