@@ -85,6 +85,11 @@ pub struct HloParams {
     /// [`super::loop_state::onchip_mxu_launch`]); the HBM launch when absent.
     #[serde(default)]
     pub onchip_mxu_launch_cycles: Option<f64>,
+    /// Fixed cycles of an entry MXU kernel whose operands and floating-point results are all in VMEM: the median
+    /// compiler estimate of such kernels (of at most 256 KiB) on the corpus's fit records (read off, not fitted;
+    /// [`super::onchip_kernel`]); the HBM launch when absent or no cheaper.
+    #[serde(default)]
+    pub onchip_entry_launch_cycles: Option<f64>,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -499,10 +504,10 @@ fn cost_kernel(
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
-    vmem: (&BTreeSet<usize>, &BTreeSet<usize>),
+    vmem: (&BTreeSet<usize>, &BTreeSet<usize>, Option<&BTreeSet<usize>>),
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<KernelCost, HloError> {
-    let (placed, state) = vmem;
+    let (placed, state, copied) = vmem;
     let joined;
     let in_vmem = if state.is_empty() {
         placed
@@ -560,7 +565,8 @@ fn cost_kernel(
     }
     let (launch, body, bound, vmem) = match k.kind {
         KernelKind::Mxu => {
-            let onchip = all_on_chip(g, k, in_vmem, state);
+            // Only a loop body's kernels on chip skip the per-window DMA cycles ([`super::onchip_kernel`]).
+            let onchip = onchip_launch(g, k, hp, p.mxu_launch_cycles, (in_vmem, state, None)).is_some();
             let (body, bound, vmem) = mxu_body(g, k, sizer, chip, hp, (in_vmem, onchip), &mxu, vpu)?;
             (p.mxu_launch_cycles, body, bound, vmem)
         }
@@ -592,7 +598,7 @@ fn cost_kernel(
         }
     };
     let launch_c = match k.kind {
-        KernelKind::Mxu => mxu_launch(g, k, hp, chip, launch, (in_vmem, state), &mxu),
+        KernelKind::Mxu => mxu_launch(g, k, hp, chip, launch, (in_vmem, state, copied), &mxu),
         // A loop, reduce or unmodelled kernel pays the op model's whole launch, not overlapped with the previous
         // kernel. Evidence (compiler corpus, 1,300 kLoop fusions and single-op kernels over 5 chips): none is
         // estimated below it (minimum kLoop estimate v4 611, v5e 1818, v5p 2117, v6e 2116, tpu7x 2296 cycles, at
@@ -712,37 +718,56 @@ fn forwarded(g: &Graph<'_>, mut o: usize) -> usize {
 }
 
 /// Fixed cycles of MXU kernel `k`: the op model's launch scaled by `launch_factor`, or the on-chip launch when
-/// all its operands and results are on chip and some are a loop's on-chip state ([`super::loop_state`]).
+/// all its operands and results are on chip ([`onchip_launch`]).
 fn mxu_launch(
     g: &Graph<'_>,
     k: &Group,
     hp: &HloParams,
     chip: &ChipModel,
     launch: f64,
-    vmem: (&BTreeSet<usize>, &BTreeSet<usize>),
+    vmem: (&BTreeSet<usize>, &BTreeSet<usize>, Option<&BTreeSet<usize>>),
     mxu: &[MxuPass],
 ) -> u64 {
-    let (in_vmem, state) = vmem;
-    let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
-    if all_on_chip(g, k, in_vmem, state) {
-        let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-        super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, chip.loop_launch_cycles())
-    } else {
-        hbm_launch
+    let hbm_launch = hbm_mxu_launch(hp, launch);
+    match onchip_launch(g, k, hp, launch, vmem) {
+        Some(onchip) => {
+            let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
+            super::loop_state::onchip_mxu_launch(onchip, hbm_launch, rows, chip.loop_launch_cycles())
+        }
+        None => hbm_launch,
     }
 }
 
-/// Whether every input (scalar constants aside) and output of kernel `k` is on chip, and some of them in a
-/// loop's on-chip `state`. Entry kernels on intermediates tpusim places in VMEM are not counted: there the rule
-/// made moe_routing on v5e worse (held-out-free family median 8% to 17%), tpusim's placement not being the
-/// compiler's.
-fn all_on_chip(g: &Graph<'_>, k: &Group, on_chip: &BTreeSet<usize>, state: &BTreeSet<usize>) -> bool {
+/// The op model's MXU `launch` scaled by `launch_factor`: the fixed cycles of a kernel streaming from HBM.
+fn hbm_mxu_launch(hp: &HloParams, launch: f64) -> u64 {
+    (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64
+}
+
+/// The on-chip launch MXU kernel `k` pays when all its operands and results are on chip (`None` when they are
+/// not, or when the chip's on-chip launch is no cheaper than `launch`, the HBM one): some of them in a loop's
+/// on-chip `state` ([`super::loop_state`]), or, in the entry of a chip without megacore, with the parameters the
+/// compiler `copied` on chip before it ([`super::onchip_kernel`]).
+fn onchip_launch(
+    g: &Graph<'_>,
+    k: &Group,
+    hp: &HloParams,
+    launch: f64,
+    vmem: (&BTreeSet<usize>, &BTreeSet<usize>, Option<&BTreeSet<usize>>),
+) -> Option<Option<f64>> {
+    let (on_chip, state, copied) = vmem;
+    let free = |i: usize| is_scalar_constant(&g.nodes[i]);
     let touches_state = k.inputs.iter().chain(&k.outputs).any(|n| state.contains(n));
-    touches_state
-        && k.inputs
-            .iter()
-            .all(|i| is_scalar_constant(&g.nodes[*i]) || on_chip.contains(i))
-        && k.outputs.iter().all(|o| on_chip.contains(o))
+    if touches_state {
+        let all =
+            k.inputs.iter().all(|&i| free(i) || on_chip.contains(&i)) && k.outputs.iter().all(|o| on_chip.contains(o));
+        return all.then_some(hp.onchip_mxu_launch_cycles);
+    }
+    let copied = copied?;
+    if !super::onchip_kernel::reads_and_writes_on_chip(g, k, on_chip, copied, &free) {
+        return None;
+    }
+    let c = hp.onchip_entry_launch_cycles.filter(|c| c.is_finite() && *c >= 0.0)?;
+    ((c.round() as u64) < hbm_mxu_launch(hp, launch)).then_some(Some(c))
 }
 
 /// One dot or convolution of an MXU kernel, as its window plan will run it.
@@ -1317,7 +1342,10 @@ fn cost_graph(
     let mut in_vmem = place_buffers(g, &groups, hp.vmem_temp_bytes, &padded, &|_| true, &[], &[])?.in_vmem;
     // Parameters the first kernel reading them streams from HBM, on chip for the later ones.
     let mut streamed_once = BTreeMap::new();
+    // The parameters the compiler copies on chip before their first reader ([`super::onchip_kernel`]).
+    let mut copied = None;
     if control.depth == 0 {
+        copied = super::onchip_kernel::copied_parameters(g, sizer, chip)?;
         let cross = super::prefetch::cross_program_prefetch(g, sizer, chip)?;
         in_vmem.extend(cross);
         in_vmem.extend(super::operand_prefetch::prefetched_operands(
@@ -1385,7 +1413,15 @@ fn cost_graph(
                     own = in_vmem.difference(&streamed).copied().collect::<BTreeSet<usize>>();
                     &own
                 };
-                cost_kernel(g, k, sizer, chip, hp, (placed, &state), &mut unmodelled)?
+                cost_kernel(
+                    g,
+                    k,
+                    sizer,
+                    chip,
+                    hp,
+                    (placed, &state, copied.as_ref()),
+                    &mut unmodelled,
+                )?
             }
         };
         let (mut before, mut after) = if control.depth == 0 {

@@ -44,6 +44,7 @@ mod matvec;
 mod mxu_layout;
 mod narrow_reduce;
 mod narrow_result;
+mod onchip_kernel;
 mod operand_prefetch;
 pub mod ops;
 pub mod parse;
