@@ -1268,6 +1268,9 @@ struct Control {
     counters: HashMap<(usize, usize), Option<loops::Counter>>,
     /// The state elements the next loop body costed keeps on chip ([`super::loop_state`]).
     state: Option<BTreeSet<usize>>,
+    /// The state elements of the next loop body costed that hold a parameter of the enclosing graph, laid out
+    /// as its caller's ([`super::sublane_slice`]).
+    laid: Option<BTreeSet<usize>>,
 }
 
 /// Costs flat graph `g` (the entry, or a nested computation at `control.depth`).
@@ -1285,6 +1288,14 @@ fn cost_graph(
         .take()
         .map(|e| super::loop_state::state_nodes(g, &e))
         .unwrap_or_default();
+    // Arrays in the entry's layout: its parameters, or a loop body's state holding them.
+    let laid: BTreeSet<usize> = match control.laid.take() {
+        Some(e) => super::loop_state::state_nodes(g, &e),
+        None if control.depth == 0 => (0..g.nodes.len())
+            .filter(|&n| g.nodes[n].ins.opcode == "parameter")
+            .collect(),
+        None => BTreeSet::new(),
+    };
     let node_bytes = |i: usize| {
         let n = &g.nodes[i];
         if is_scalar_constant(n) {
@@ -1328,6 +1339,7 @@ fn cost_graph(
         let anchor = &g.nodes[k.anchor];
         // A loop's f32 inputs converted to bf16 before it ([`super::loop_convert`]).
         let mut loop_converts: Vec<super::loop_convert::ConvertedInput> = Vec::new();
+        let mut slice_kernels = Vec::new();
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
             "conditional" => Some(KernelKind::Conditional),
@@ -1361,13 +1373,30 @@ fn cost_graph(
             }
             _ => {
                 let streamed: BTreeSet<usize> = streamed_once.iter().filter(|e| *e.1 == at).map(|e| *e.0).collect();
+                // Slices along the sublanes are kernels of their own, read on chip ([`super::sublane_slice`]).
+                let sliced = super::sublane_slice::sublane_slices(g, k, &laid, sizer)?;
                 let own;
-                let placed = if streamed.is_empty() {
+                let placed = if streamed.is_empty() && sliced.is_empty() {
                     &in_vmem
                 } else {
-                    own = in_vmem.difference(&streamed).copied().collect::<BTreeSet<usize>>();
+                    own = in_vmem
+                        .difference(&streamed)
+                        .copied()
+                        .chain(super::sublane_slice::sliced_inputs(&sliced))
+                        .collect::<BTreeSet<usize>>();
                     &own
                 };
+                for s in &sliced {
+                    let on_chip =
+                        (in_vmem.contains(&s.input) && !streamed.contains(&s.input)) || state.contains(&s.input);
+                    slice_kernels.push(super::sublane_slice::slice_kernel(
+                        g,
+                        s,
+                        on_chip,
+                        chip,
+                        hp.hbm_bytes_per_cycle,
+                    ));
+                }
                 cost_kernel(g, k, sizer, chip, hp, (placed, &state), &mut unmodelled)?
             }
         };
@@ -1380,6 +1409,7 @@ fn cost_graph(
             0..0,
             super::loop_convert::convert_kernels(g, &loop_converts, sizer, chip)?,
         );
+        before.extend(slice_kernels);
         after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
         if control.depth == 0 && !mxu_results_on_chip(chip) {
             copy_temp = copy_temp
@@ -1493,6 +1523,10 @@ fn cost_while(
         };
         kept.extend(super::loop_convert::in_cmem(g, &converted, sizer, chip)?);
         control.state = Some(kept);
+        control.laid = node
+            .operands
+            .first()
+            .map(|&init| super::sublane_slice::parameter_elements(g, init, &graph));
     }
     flattened = Some(graph);
     let build = || flattened.map_or_else(|| Graph::build_computation(module, body_comp), Ok);
