@@ -85,6 +85,11 @@ pub struct HloParams {
     /// [`super::loop_state::onchip_mxu_launch`]); the HBM launch when absent.
     #[serde(default)]
     pub onchip_mxu_launch_cycles: Option<f64>,
+    /// Cycles of an MXU kernel all on chip whose product has fewer than 8 rows or columns: the compiler's
+    /// smallest such fusion estimate on the corpus's fit records (read off, not fitted;
+    /// [`super::loop_state::onchip_mxu_launch`]); the loop launch when absent.
+    #[serde(default)]
+    pub onchip_narrow_mxu_cycles: Option<f64>,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -726,7 +731,13 @@ fn mxu_launch(
     let hbm_launch = (launch * hp.launch_factor.clamp(0.2, 1.0)).max(0.0).round() as u64;
     if all_on_chip(g, k, in_vmem, state) {
         let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-        super::loop_state::onchip_mxu_launch(hp.onchip_mxu_launch_cycles, hbm_launch, rows, chip.loop_launch_cycles())
+        super::loop_state::onchip_mxu_launch(
+            hp.onchip_mxu_launch_cycles,
+            hp.onchip_narrow_mxu_cycles,
+            hbm_launch,
+            rows,
+            chip.loop_launch_cycles(),
+        )
     } else {
         hbm_launch
     }
