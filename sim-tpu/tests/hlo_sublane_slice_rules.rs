@@ -60,7 +60,11 @@ fn a_slice_of_one_sublane_row_is_a_kernel_of_its_own_over_the_tiles_it_crosses()
         let touched = tiles * 8 * 128 * 2;
         assert_eq!(s.hbm_bytes, touched, "{chip}");
         let transfers = 4.0 * touched as f64 / model.hbm.hlo_stream_bytes_per_cycle;
-        assert_eq!(s.cycles, model.loop_launch_cycles() + transfers.round() as u64, "{chip}");
+        assert_eq!(
+            s.cycles,
+            model.loop_launch_cycles() + transfers.round() as u64,
+            "{chip}"
+        );
         // The consumer reads the slice on chip: HBM bytes are its result's (256 x 1024 x 2, in whole tiles) and
         // the index's (an s32 scalar in a 128-element tile).
         assert_eq!(c.kernels[1].hbm_bytes, 256 * 1024 * 2 + INDEX, "{chip}");
