@@ -1350,7 +1350,7 @@ fn cost_graph(
         let anchor = &g.nodes[k.anchor];
         // A loop's f32 inputs converted to bf16 before it ([`super::loop_convert`]).
         let mut loop_converts: Vec<super::loop_convert::ConvertedInput> = Vec::new();
-        let mut slice_kernels = Vec::new();
+        let mut slice_kernels: Vec<KernelCost> = Vec::new();
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
             "conditional" => Some(KernelKind::Conditional),
@@ -1384,31 +1384,10 @@ fn cost_graph(
             }
             _ => {
                 let streamed: BTreeSet<usize> = streamed_once.iter().filter(|e| *e.1 == at).map(|e| *e.0).collect();
-                // Slices along the sublanes are kernels of their own, read on chip ([`super::sublane_slice`]).
-                let sliced = super::sublane_slice::sublane_slices(g, k, &laid, sizer)?;
-                let own;
-                let placed = if streamed.is_empty() && sliced.is_empty() {
-                    &in_vmem
-                } else {
-                    own = in_vmem
-                        .difference(&streamed)
-                        .copied()
-                        .chain(super::sublane_slice::sliced_inputs(&sliced))
-                        .collect::<BTreeSet<usize>>();
-                    &own
-                };
-                for s in &sliced {
-                    let on_chip =
-                        (in_vmem.contains(&s.input) && !streamed.contains(&s.input)) || state.contains(&s.input);
-                    slice_kernels.push(super::sublane_slice::slice_kernel(
-                        g,
-                        s,
-                        on_chip,
-                        chip,
-                        hp.hbm_bytes_per_cycle,
-                    ));
-                }
-                cost_kernel(g, k, sizer, chip, hp, (placed, &state), &mut unmodelled)?
+                let placed = (&in_vmem, &streamed, &state, &laid);
+                let (c, slices) = cost_sliced_kernel(g, k, sizer, chip, hp, placed, &mut unmodelled)?;
+                slice_kernels = slices;
+                c
             }
         };
         let (mut before, mut after) = if control.depth == 0 {
@@ -1444,6 +1423,41 @@ fn cost_graph(
         temp,
         unmodelled,
     })
+}
+
+/// Kernel `k` of a graph (not a loop or conditional), with the kernels of its slices along the sublanes before
+/// it, which it reads on chip ([`super::sublane_slice`]). `placed` holds the graph's VMEM placement, the inputs
+/// this kernel streams from HBM all the same, the loop state on chip and the arrays in the entry's layout.
+fn cost_sliced_kernel(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    placed: (&BTreeSet<usize>, &BTreeSet<usize>, &BTreeSet<usize>, &BTreeSet<usize>),
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<(KernelCost, Vec<KernelCost>), HloError> {
+    let (in_vmem, streamed, state, laid) = placed;
+    let sliced = super::sublane_slice::sublane_slices(g, k, laid, sizer)?;
+    let own;
+    let placed = if streamed.is_empty() && sliced.is_empty() {
+        in_vmem
+    } else {
+        own = in_vmem
+            .difference(streamed)
+            .copied()
+            .chain(super::sublane_slice::sliced_inputs(&sliced))
+            .collect::<BTreeSet<usize>>();
+        &own
+    };
+    let slices = sliced
+        .iter()
+        .map(|s| {
+            let on_chip = (in_vmem.contains(&s.input) && !streamed.contains(&s.input)) || state.contains(&s.input);
+            super::sublane_slice::slice_kernel(g, s, on_chip, chip, hp.hbm_bytes_per_cycle)
+        })
+        .collect();
+    Ok((cost_kernel(g, k, sizer, chip, hp, (placed, state), unmodelled)?, slices))
 }
 
 /// Computation `comp` costed as a graph of its own (once: `build` flattens it the first time), summed for the
