@@ -31,7 +31,7 @@ fn hbm_launch(chip: &str, hp: &HloParams) -> u64 {
     (model.params.mxu_launch_cycles * hp.launch_factor.clamp(0.2, 1.0)).round() as u64
 }
 
-/// With the rule (the installed `onchip_entry_launch_cycles`) and without it (`None`), the three kernels are the
+/// With the rule (the installed `onchip_kernel_cycles`) and without it (`None`), the three kernels are the
 /// same three MXU kernels and only the middle one differs, by exactly the HBM launch less the on-chip one:
 /// v6e 1,042 cycles (the compiler's median such kernel on the fit records: mlp.019's seven of 1,038-1,056), v5e
 /// 2,137. On v5p (megacore: results stay in HBM) and on tpu7x (whose on-chip bf16 kernels, 3,330, cost more than
@@ -46,7 +46,7 @@ fn only_a_kernel_reading_and_writing_vmem_pays_the_onchip_launch() {
     ] {
         let with = params(chip);
         let mut without = with.clone();
-        without.onchip_entry_launch_cycles = None;
+        without.onchip_kernel_cycles = None;
         let (a, b) = (cost(THREE_LAYERS, chip, &with), cost(THREE_LAYERS, chip, &without));
         let kinds: Vec<KernelKind> = a.kernels.iter().map(|k| k.kind).collect();
         assert_eq!(kinds, [KernelKind::Mxu; 3], "{chip}: {:#?}", a.kernels);
@@ -70,8 +70,8 @@ fn only_a_kernel_reading_and_writing_vmem_pays_the_onchip_launch() {
         assert_eq!(a.total_cycles + saved, b.total_cycles, "{chip}");
     }
     // The installed constants are the ones the test derived from the corpus.
-    assert_eq!(params("v6e").onchip_entry_launch_cycles, Some(1042.0));
-    assert_eq!(params("v5e").onchip_entry_launch_cycles, Some(2137.0));
+    assert_eq!(params("v6e").onchip_kernel_cycles, Some(1042.0));
+    assert_eq!(params("v5e").onchip_kernel_cycles, Some(2137.0));
 }
 
 /// The same middle layer returned as a second result of the program leaves the chip: its kernel writes HBM and
@@ -87,7 +87,7 @@ fn a_kernel_writing_a_program_result_pays_the_hbm_launch() {
         );
     let with = params("v6e");
     let mut without = with.clone();
-    without.onchip_entry_launch_cycles = None;
+    without.onchip_kernel_cycles = None;
     let (a, b) = (cost(&returned, "v6e", &with), cost(&returned, "v6e", &without));
     assert_eq!(a.kernels.len(), 3, "{:#?}", a.kernels);
     assert_eq!(a.total_cycles, b.total_cycles, "{:#?}", a.kernels);

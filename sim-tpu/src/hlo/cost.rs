@@ -85,11 +85,13 @@ pub struct HloParams {
     /// [`super::loop_state::onchip_mxu_launch`]); the HBM launch when absent.
     #[serde(default)]
     pub onchip_mxu_launch_cycles: Option<f64>,
-    /// Fixed cycles of an entry MXU kernel whose operands and floating-point results are all in VMEM: the median
-    /// compiler estimate of such kernels (of at most 256 KiB) on the corpus's fit records (read off, not fitted;
-    /// [`super::onchip_kernel`]); the HBM launch when absent or no cheaper.
+    /// Fixed cycles of an MXU kernel all on chip that the compiler emits as an ordinary kernel rather than its
+    /// smallest kind: an entry kernel on parameters it copied on chip ([`super::onchip_kernel`]) or a loop-body
+    /// product of fewer than 8 rows ([`super::loop_state::onchip_mxu_launch`]). Read off the corpus's fit records
+    /// (not fitted): the median entry kernel of at most 256 KiB all in VMEM, v5e 2,137, v6e 1,042, tpu7x 3,330;
+    /// the narrow loop-body products of scan.006/.010 agree within 3% (2,072-2,080, 1,056, 3,338-3,340).
     #[serde(default)]
-    pub onchip_entry_launch_cycles: Option<f64>,
+    pub onchip_kernel_cycles: Option<f64>,
 }
 
 /// The embedded constants of every calibrated chip.
@@ -732,7 +734,13 @@ fn mxu_launch(
     match onchip_launch(g, k, hp, launch, vmem) {
         Some(onchip) => {
             let rows = mxu.iter().map(|p| p.work.m.min(p.work.n)).min().unwrap_or(0);
-            super::loop_state::onchip_mxu_launch(onchip, hbm_launch, rows, chip.loop_launch_cycles())
+            super::loop_state::onchip_mxu_launch(
+                onchip,
+                hp.onchip_kernel_cycles,
+                hbm_launch,
+                rows,
+                chip.loop_launch_cycles(),
+            )
         }
         None => hbm_launch,
     }
@@ -766,7 +774,7 @@ fn onchip_launch(
     if !super::onchip_kernel::reads_and_writes_on_chip(g, k, on_chip, copied, &free) {
         return None;
     }
-    let c = hp.onchip_entry_launch_cycles.filter(|c| c.is_finite() && *c >= 0.0)?;
+    let c = hp.onchip_kernel_cycles.filter(|c| c.is_finite() && *c >= 0.0)?;
     ((c.round() as u64) < hbm_mxu_launch(hp, launch)).then_some(Some(c))
 }
 
@@ -1305,6 +1313,9 @@ struct Control {
     counters: HashMap<(usize, usize), Option<loops::Counter>>,
     /// The state elements the next loop body costed keeps on chip ([`super::loop_state`]).
     state: Option<BTreeSet<usize>>,
+    /// The state elements of the next loop body costed that hold a parameter of the enclosing graph, laid out
+    /// as its caller's ([`super::sublane_slice`]).
+    laid: Option<BTreeSet<usize>>,
 }
 
 /// Costs flat graph `g` (the entry, or a nested computation at `control.depth`).
@@ -1322,6 +1333,14 @@ fn cost_graph(
         .take()
         .map(|e| super::loop_state::state_nodes(g, &e))
         .unwrap_or_default();
+    // Arrays in the entry's layout: its parameters, or a loop body's state holding them.
+    let laid: BTreeSet<usize> = match control.laid.take() {
+        Some(e) => super::loop_state::state_nodes(g, &e),
+        None if control.depth == 0 => (0..g.nodes.len())
+            .filter(|&n| g.nodes[n].ins.opcode == "parameter")
+            .collect(),
+        None => BTreeSet::new(),
+    };
     let node_bytes = |i: usize| {
         let n = &g.nodes[i];
         if is_scalar_constant(n) {
@@ -1368,6 +1387,7 @@ fn cost_graph(
         let anchor = &g.nodes[k.anchor];
         // A loop's f32 inputs converted to bf16 before it ([`super::loop_convert`]).
         let mut loop_converts: Vec<super::loop_convert::ConvertedInput> = Vec::new();
+        let mut slice_kernels: Vec<KernelCost> = Vec::new();
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
             "conditional" => Some(KernelKind::Conditional),
@@ -1406,22 +1426,16 @@ fn cost_graph(
             }
             _ => {
                 let streamed: BTreeSet<usize> = streamed_once.iter().filter(|e| *e.1 == at).map(|e| *e.0).collect();
-                let own;
-                let placed = if streamed.is_empty() {
-                    &in_vmem
-                } else {
-                    own = in_vmem.difference(&streamed).copied().collect::<BTreeSet<usize>>();
-                    &own
+                let placed = KernelPlacement {
+                    in_vmem: &in_vmem,
+                    streamed: &streamed,
+                    state: &state,
+                    laid: &laid,
+                    copied: copied.as_ref(),
                 };
-                cost_kernel(
-                    g,
-                    k,
-                    sizer,
-                    chip,
-                    hp,
-                    (placed, &state, copied.as_ref()),
-                    &mut unmodelled,
-                )?
+                let (c, slices) = cost_sliced_kernel(g, k, sizer, chip, hp, placed, &mut unmodelled)?;
+                slice_kernels = slices;
+                c
             }
         };
         let (mut before, mut after) = if control.depth == 0 {
@@ -1433,6 +1447,7 @@ fn cost_graph(
             0..0,
             super::loop_convert::convert_kernels(g, &loop_converts, sizer, chip)?,
         );
+        before.extend(slice_kernels);
         after.splice(0..0, super::batchnorm::statistic_passes(g, k, sizer, chip, hp)?);
         if control.depth == 0 && !mxu_results_on_chip(chip) {
             copy_temp = copy_temp
@@ -1458,6 +1473,52 @@ fn cost_graph(
         temp,
         unmodelled,
     })
+}
+
+/// Where an entry or loop-body kernel's values are: on chip (`in_vmem`), streamed once from HBM despite that
+/// (`streamed`), in a loop's on-chip `state`, in the entry's layout (`laid`, [`super::sublane_slice`]), and the
+/// parameters the compiler `copied` on chip first (`None` on a megacore chip, [`super::onchip_kernel`]).
+struct KernelPlacement<'a> {
+    in_vmem: &'a BTreeSet<usize>,
+    streamed: &'a BTreeSet<usize>,
+    state: &'a BTreeSet<usize>,
+    laid: &'a BTreeSet<usize>,
+    copied: Option<&'a BTreeSet<usize>>,
+}
+
+/// Kernel `k` of a graph (not a loop or conditional), with the kernels of its slices along the sublanes before
+/// it, which it reads on chip ([`super::sublane_slice`]). `placed` holds the graph's VMEM placement, the inputs
+/// this kernel streams from HBM all the same, the loop state on chip and the arrays in the entry's layout.
+fn cost_sliced_kernel(
+    g: &Graph<'_>,
+    k: &Group,
+    sizer: &Sizer,
+    chip: &ChipModel,
+    hp: &HloParams,
+    placed: KernelPlacement<'_>,
+    unmodelled: &mut BTreeMap<String, u64>,
+) -> Result<(KernelCost, Vec<KernelCost>), HloError> {
+    let KernelPlacement { in_vmem, streamed, state, laid, copied } = placed;
+    let sliced = super::sublane_slice::sublane_slices(g, k, laid, sizer)?;
+    let own;
+    let placed = if streamed.is_empty() && sliced.is_empty() {
+        in_vmem
+    } else {
+        own = in_vmem
+            .difference(streamed)
+            .copied()
+            .chain(super::sublane_slice::sliced_inputs(&sliced))
+            .collect::<BTreeSet<usize>>();
+        &own
+    };
+    let slices = sliced
+        .iter()
+        .map(|s| {
+            let on_chip = (in_vmem.contains(&s.input) && !streamed.contains(&s.input)) || state.contains(&s.input);
+            super::sublane_slice::slice_kernel(g, s, on_chip, chip, hp.hbm_bytes_per_cycle)
+        })
+        .collect();
+    Ok((cost_kernel(g, k, sizer, chip, hp, (placed, state, copied), unmodelled)?, slices))
 }
 
 /// Computation `comp` costed as a graph of its own (once: `build` flattens it the first time), summed for the
@@ -1548,6 +1609,10 @@ fn cost_while(
         };
         kept.extend(super::loop_convert::in_cmem(g, &converted, sizer, chip)?);
         control.state = Some(kept);
+        control.laid = node
+            .operands
+            .first()
+            .map(|&init| super::sublane_slice::parameter_elements(g, init, &graph));
     }
     flattened = Some(graph);
     let build = || flattened.map_or_else(|| Graph::build_computation(module, body_comp), Ok);

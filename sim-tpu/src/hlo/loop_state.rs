@@ -93,17 +93,29 @@ pub(super) fn state_nodes(body: &Graph<'_>, elements: &BTreeSet<usize>) -> BTree
 /// Fixed cycles of an MXU kernel whose operands and results are all on chip: the chip's
 /// `onchip_mxu_launch_cycles` (the compiler's smallest MXU fusion estimate, read off the corpus), never more
 /// than `hbm_launch`, the launch of one streaming from HBM. A product with fewer than a sublane tile (8) of
-/// rows or columns (`rows`) the compiler emits as a vector loop fusion, which pays the loop launch
-/// (`loop_launch`).
+/// rows or columns (`rows`) pays the chip's `onchip_kernel_cycles` instead (`narrow`, the cost of an ordinary
+/// on-chip kernel, read off the corpus too), or the loop launch (`loop_launch`) on a chip without one.
 ///
 /// Evidence (compiler corpus, fit records): the smallest kOutput fusion estimates are v4 873, v5e 261, v5p
 /// 2,370, v6e 1,038, tpu7x 1,040 cycles (moe_routing and scan bodies on `S(1)`/`S(3)` operands), where the op
 /// model's MXU launch, fitted on kernels streaming from HBM, is 1,557, 3,153, 4,092, 1,999 and 2,049 in a
-/// program; scan.003's body dots (128x203x203) on v5e cost 360 each. scan.015's body dots (2x302x302, on
-/// `S(1)` operands) are one kLoop fusion of 2,152 cycles on v5e, at the loop launch (1,813).
-pub(super) fn onchip_mxu_launch(onchip_launch: Option<f64>, hbm_launch: u64, rows: u64, loop_launch: u64) -> u64 {
+/// program; scan.003's body dots (128x203x203) on v5e cost 360 each. Narrow products cost otherwise, by chip:
+/// the body dots of scan.006 (6x128x128, bf16) and scan.010 (9 rows: its backward [9,128] products) on `S(1)`
+/// operands are kOutput fusions of 1,056 cycles on v6e (the on-chip launch, not v6e's loop launch 2,116), 2,072
+/// and 2,080 on v5e, 3,338 and 3,340 on tpu7x (above its HBM launch): within 3% of the entry's on-chip kernels
+/// ([`super::onchip_kernel`]: v6e 1,042, v5e 2,137, tpu7x 3,330), one constant for both.
+pub(super) fn onchip_mxu_launch(
+    onchip_launch: Option<f64>,
+    narrow: Option<f64>,
+    hbm_launch: u64,
+    rows: u64,
+    loop_launch: u64,
+) -> u64 {
     if rows < 8 {
-        return loop_launch.min(hbm_launch);
+        return match narrow {
+            Some(c) if c >= 0.0 => c.round() as u64,
+            _ => loop_launch.min(hbm_launch),
+        };
     }
     match onchip_launch {
         Some(c) if c >= 0.0 => (c.round() as u64).min(hbm_launch),
@@ -200,10 +212,14 @@ ENTRY main {
     #[test]
     fn a_kernel_all_on_chip_pays_the_on_chip_launch_unless_it_is_a_vector_product() {
         // v5e: on-chip launch 261, HBM launch 3,153, loop launch 1,813.
-        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 128, 1_813), 261);
-        assert_eq!(onchip_mxu_launch(Some(5_000.0), 3_153, 128, 1_813), 3_153);
-        assert_eq!(onchip_mxu_launch(None, 3_153, 128, 1_813), 3_153);
-        // Two rows: a vector loop fusion, at the loop launch.
-        assert_eq!(onchip_mxu_launch(Some(261.0), 3_153, 2, 1_813), 1_813);
+        assert_eq!(onchip_mxu_launch(Some(261.0), None, 3_153, 128, 1_813), 261);
+        assert_eq!(onchip_mxu_launch(Some(5_000.0), None, 3_153, 128, 1_813), 3_153);
+        assert_eq!(onchip_mxu_launch(None, None, 3_153, 128, 1_813), 3_153);
+        // Two rows, no narrow figure for the chip: the loop launch.
+        assert_eq!(onchip_mxu_launch(Some(261.0), None, 3_153, 2, 1_813), 1_813);
+        // With one (v6e: 1,056; tpu7x: 3,338, above its HBM launch 2,596), that figure, for 7 rows but not 8.
+        assert_eq!(onchip_mxu_launch(Some(1_038.0), Some(1_056.0), 2_277, 7, 2_116), 1_056);
+        assert_eq!(onchip_mxu_launch(Some(1_038.0), Some(1_056.0), 2_277, 8, 2_116), 1_038);
+        assert_eq!(onchip_mxu_launch(Some(1_040.0), Some(3_338.0), 2_596, 6, 2_289), 3_338);
     }
 }

@@ -61,6 +61,7 @@ pub mod score;
 pub mod sharding;
 mod spill;
 pub mod spmd;
+mod sublane_slice;
 mod temp;
 mod update_fusion;
 mod vmem_copy;

@@ -1,5 +1,5 @@
 //! An entry MXU kernel that reads and writes only VMEM pays the chip's on-chip launch
-//! (`onchip_entry_launch_cycles`), not the launch of a kernel streaming from HBM: on a chip without megacore the
+//! (`onchip_kernel_cycles`), not the launch of a kernel streaming from HBM: on a chip without megacore the
 //! compiler's memory-space assignment keeps intermediates in VMEM (`S(1)`) and copies the entry parameters a
 //! later kernel reads into VMEM while the earlier kernels run (`copy-start`/`copy-done`, no estimate of their
 //! own), so such a kernel starts with no HBM prologue. Its window plan is kept (only a loop body's on-chip kernels

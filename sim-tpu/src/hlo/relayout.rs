@@ -253,7 +253,7 @@ fn entry_tile_rows(s: &Shape, sizer: &Sizer) -> Result<Option<u64>, HloError> {
 
 /// `read` of an array as the compiler lays it out: its own tiled layout, or the compiler's entry layout for it
 /// ([`crate::tiling::tpu_layout`]); `None` for a tuple.
-fn entry_layout<T>(
+pub(super) fn entry_layout<T>(
     s: &Shape,
     sizer: &Sizer,
     read: impl Fn(&sim_core::layout::ArrayShape) -> Option<T>,
