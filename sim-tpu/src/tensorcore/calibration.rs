@@ -49,7 +49,7 @@ pub fn fit_bounds(chip: &str, name: &str) -> (f64, f64) {
         "mm_f32_byte_factor" => (0.4, 1.0),
         "conv_factor" => (0.5, 4.0),
         // At most a VPU pass of a few cycles per vreg (the slowest elementwise rate fitted is ~40).
-        "mm_8bit_widen" => (0.0, 16.0),
+        "mm_8bit_widen" | "mm_int8_retile" | "mm_int8_ragged" => (0.0, 16.0),
         // Relayout copies: at least a load and a store per vreg, at most the slowest VPU pass (~40 cycles per
         // vreg), so a rate no record constrains (a chip whose corpus lacks the copy) cannot run away.
         "conv_input_copy" | "conv_input_relayout" | "row_relayout" => (1.0, 40.0),

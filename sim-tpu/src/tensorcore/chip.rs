@@ -98,6 +98,14 @@ pub struct TcParams {
     /// 29,518 for 11,515), where v5e-v6e and tpu7x take the same shapes at 0.4-1.4.
     #[serde(default)]
     pub mm_8bit_widen: f64,
+    /// Cycles per 1024 elements of an int8 MXU operand window stored `T(32,128)` and re-tiled to `T(8,128)`
+    /// inside the fusion ([`super::narrow`]), on the VPU beside the widening.
+    #[serde(default)]
+    pub mm_int8_retile: f64,
+    /// Cycles per 1024 elements of an int8 weight window whose contracting dim is not a multiple of 8, on top
+    /// of the widening: the padded rows of its last tile are masked ([`super::narrow`]).
+    #[serde(default)]
+    pub mm_int8_ragged: f64,
     /// The input copy of a convolution that puts the channels in the lanes, per 1024 elements of its
     /// (H, W, N, C) output (`lower::conv_copy_lanes`).
     #[serde(default = "default_conv_input_relayout")]
@@ -189,6 +197,8 @@ impl TcParams {
             ("mxu_weight_load_cycles", &mut self.mxu_weight_load_cycles),
             ("conv_factor", &mut self.conv_factor),
             ("mm_8bit_widen", &mut self.mm_8bit_widen),
+            ("mm_int8_retile", &mut self.mm_int8_retile),
+            ("mm_int8_ragged", &mut self.mm_int8_ragged),
             ("conv_input_relayout", &mut self.conv_input_relayout),
             ("mxu_weight_transpose_cycles", &mut self.mxu_weight_transpose_cycles),
             ("mxu_act_transpose_cycles", &mut self.mxu_act_transpose_cycles),

@@ -6,6 +6,7 @@ use serde::{Deserialize, Serialize};
 use super::chip::{ChipModel, TcParams};
 pub use super::lower::MxuLayout;
 use super::lower::{Kernel, MxuWork, VpuClass, Work};
+use super::narrow::Narrow;
 use super::spec::Dtype;
 use super::stationary::Stationary;
 
@@ -152,11 +153,11 @@ fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
 
 /// Times one kernel.
 pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
-    time_kernel_with(k, chip, Stationary::KMajor)
+    time_kernel_with(k, chip, Stationary::KMajor, Narrow::default())
 }
 
-/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout.
-pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary) -> KernelCost {
+/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout, and its operands' int8 tiling.
+pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary, tiling: Narrow) -> KernelCost {
     let p = &chip.params;
     let total_bytes = k.in_bytes + k.out_bytes;
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
@@ -192,7 +193,14 @@ pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary) -
         }
         Work::Mxu(w) => {
             let transpose = held.transpose_cycles(p);
-            let plan = plan_mxu_prefetched(w, chip, prefetched(w, k.in_bytes, chip), transpose);
+            let plan = search(
+                w,
+                chip,
+                prefetched(w, k.in_bytes, chip),
+                transpose,
+                chip.cmem_bytes == 0,
+                tiling,
+            );
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -351,7 +359,7 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
 /// [`plan_mxu_resident`] whose stationary operand's blocks each take `transpose` cycles on the transpose unit
 /// (`None`: loaded as stored), in parallel with the MXU.
 pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>) -> MxuPlan {
-    search(w, chip, resident, transpose, false)
+    search(w, chip, resident, transpose, false, Narrow::default())
 }
 
 /// [`plan_mxu_transposing`] for a standalone op whose `prefetched` operands ([`prefetched`]) were copied on chip
@@ -363,11 +371,19 @@ pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, 
 /// windows (iteration bounds [4,1,1]) on tpu7x and v6e, whose 32 MiB scoped VMEM cannot hold x double-buffered
 /// beside any window of y (2 x 16 MiB), and costs the MXU's work plus the launch: 45,748 cycles on tpu7x.
 pub fn plan_mxu_prefetched(w: &MxuWork, chip: &ChipModel, prefetched: Residency, transpose: Option<f64>) -> MxuPlan {
-    search(w, chip, prefetched, transpose, chip.cmem_bytes == 0)
+    search(w, chip, prefetched, transpose, chip.cmem_bytes == 0, Narrow::default())
 }
 
-/// The window search; `outside` says resident operands take no window space.
-fn search(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>, outside: bool) -> MxuPlan {
+/// The window search; `outside` says resident operands take no window space, `tiling` which int8 operand
+/// windows are re-tiled or ragged on the VPU ([`narrow_vpu_cycles`]).
+fn search(
+    w: &MxuWork,
+    chip: &ChipModel,
+    resident: Residency,
+    transpose: Option<f64>,
+    outside: bool,
+    tiling: Narrow,
+) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
     let count = chip.mxu.count as f64;
@@ -450,7 +466,7 @@ fn search(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<
                     p.mm_8bit_widen * w1 * tbf / in_b / 1024.0
                 } else {
                     0.0
-                };
+                } + narrow_vpu_cycles(p, tiling, tbf * x1 / in_b, tbf * w1 / in_b);
                 let vpu_iter = out_blocks * ((nk - 1) as f64 * p.mm_acc_32bit + r_out) / nk as f64 + widen;
                 // Loop order N (outer), M, K (inner), as in the compiler's iteration bounds; a window whose index
                 // does not change between consecutive iterations is not fetched again.
@@ -498,4 +514,13 @@ fn search(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<
     // Every split list starts with 1, so at least one plan was recorded.
     best.or(fallback)
         .expect("window search visits at least one configuration")
+}
+
+/// VPU cycles of one window's int8 tiling work ([`super::narrow`]): `mm_int8_retile` per 1024 elements of each
+/// re-tiled operand window, `mm_int8_ragged` per 1024 weight (right-hand) window elements of a ragged K.
+pub fn narrow_vpu_cycles(p: &TcParams, tiling: Narrow, lhs_elements: f64, rhs_elements: f64) -> f64 {
+    let retiled =
+        if tiling.lhs_retiled { lhs_elements } else { 0.0 } + if tiling.rhs_retiled { rhs_elements } else { 0.0 };
+    let ragged = if tiling.ragged_k { rhs_elements } else { 0.0 };
+    (p.mm_int8_retile * retiled + p.mm_int8_ragged * ragged) / 1024.0
 }

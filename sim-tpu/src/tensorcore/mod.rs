@@ -33,6 +33,7 @@ pub mod cost;
 pub mod gather;
 pub mod intermediates;
 pub mod lower;
+pub mod narrow;
 pub mod padding;
 pub mod spec;
 pub mod split;
@@ -97,6 +98,7 @@ pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
     let checked = op.check()?;
     let (kernels, flops) = lower_op(&checked, chip);
     let held = stationary::stationary(&checked);
+    let tiling = narrow::narrow(&checked);
     // A convolution's kernels are a chain (each reads the previous one's result); other ops' kernels each read
     // entry parameters. A column-blocked convolution's copies move its blocks on the VPU wherever they lie
     // (C25.conv2d_nhwc.005 and .008: 3,100-5,900 cycles between `S(1)` arrays on v5e and v6e), so its chain is
@@ -116,7 +118,7 @@ pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
             intermediates::vmem_copy_cost(k, chip)
         } else {
             hbm_bytes += k.in_bytes + k.out_bytes;
-            cost::time_kernel_with(k, chip, held)
+            cost::time_kernel_with(k, chip, held, tiling)
         };
         hbm_bytes_unpadded += k.unpadded_bytes;
         vmem_bytes = vmem_bytes.max(kc.vmem_bytes);
