@@ -1318,6 +1318,25 @@ struct Control {
     laid: Option<BTreeSet<usize>>,
 }
 
+/// The nodes of graph `g` (the entry, or the loop body `control` is about to cost) that hold state the compiler
+/// keeps on chip ([`super::loop_state`]), and those in the entry's layout: its parameters, or a loop body's
+/// state holding them ([`super::sublane_slice`]).
+fn state_and_laid(g: &Graph<'_>, control: &mut Control) -> (BTreeSet<usize>, BTreeSet<usize>) {
+    let state = control
+        .state
+        .take()
+        .map(|e| super::loop_state::state_nodes(g, &e))
+        .unwrap_or_default();
+    let laid = match control.laid.take() {
+        Some(e) => super::loop_state::state_nodes(g, &e),
+        None if control.depth == 0 => (0..g.nodes.len())
+            .filter(|&n| g.nodes[n].ins.opcode == "parameter")
+            .collect(),
+        None => BTreeSet::new(),
+    };
+    (state, laid)
+}
+
 /// Costs flat graph `g` (the entry, or a nested computation at `control.depth`).
 fn cost_graph(
     module: &HloModule,
@@ -1327,20 +1346,7 @@ fn cost_graph(
     hp: &HloParams,
     control: &mut Control,
 ) -> Result<GraphCost, HloError> {
-    // A loop body's reads and writes of state the compiler keeps on chip ([`super::loop_state`]).
-    let state = control
-        .state
-        .take()
-        .map(|e| super::loop_state::state_nodes(g, &e))
-        .unwrap_or_default();
-    // Arrays in the entry's layout: its parameters, or a loop body's state holding them.
-    let laid: BTreeSet<usize> = match control.laid.take() {
-        Some(e) => super::loop_state::state_nodes(g, &e),
-        None if control.depth == 0 => (0..g.nodes.len())
-            .filter(|&n| g.nodes[n].ins.opcode == "parameter")
-            .collect(),
-        None => BTreeSet::new(),
-    };
+    let (state, laid) = state_and_laid(g, control);
     let node_bytes = |i: usize| {
         let n = &g.nodes[i];
         if is_scalar_constant(n) {
@@ -1498,7 +1504,13 @@ fn cost_sliced_kernel(
     placed: KernelPlacement<'_>,
     unmodelled: &mut BTreeMap<String, u64>,
 ) -> Result<(KernelCost, Vec<KernelCost>), HloError> {
-    let KernelPlacement { in_vmem, streamed, state, laid, copied } = placed;
+    let KernelPlacement {
+        in_vmem,
+        streamed,
+        state,
+        laid,
+        copied,
+    } = placed;
     let sliced = super::sublane_slice::sublane_slices(g, k, laid, sizer)?;
     let own;
     let placed = if streamed.is_empty() && sliced.is_empty() {
@@ -1518,7 +1530,10 @@ fn cost_sliced_kernel(
             super::sublane_slice::slice_kernel(g, s, on_chip, chip, hp.hbm_bytes_per_cycle)
         })
         .collect();
-    Ok((cost_kernel(g, k, sizer, chip, hp, (placed, state, copied), unmodelled)?, slices))
+    Ok((
+        cost_kernel(g, k, sizer, chip, hp, (placed, state, copied), unmodelled)?,
+        slices,
+    ))
 }
 
 /// Computation `comp` costed as a graph of its own (once: `build` flattens it the first time), summed for the
