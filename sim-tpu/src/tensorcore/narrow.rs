@@ -66,14 +66,9 @@ pub(crate) fn narrow(op: &Checked) -> Narrow {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensorcore::OpSpec;
 
     fn of(m: u64, k: u64, n: u64, dtype: &str) -> Narrow {
-        let op = OpSpec::from_json(&format!(
-            r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-        ))
-        .unwrap();
-        narrow(&op.check().unwrap())
+        narrow(&crate::tensorcore::spec::checked_matmul(m, k, n, dtype))
     }
 
     #[test]

@@ -69,14 +69,9 @@ pub(crate) fn stationary(op: &Checked) -> Stationary {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::tensorcore::OpSpec;
 
     fn of(m: u64, k: u64, n: u64, dtype: &str) -> Stationary {
-        let op = OpSpec::from_json(&format!(
-            r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-        ))
-        .unwrap();
-        stationary(&op.check().unwrap())
+        stationary(&crate::tensorcore::spec::checked_matmul(m, k, n, dtype))
     }
 
     #[test]
