@@ -604,6 +604,16 @@ impl OpSpec {
     }
 }
 
+/// A checked matmul `[m, k] x [k, n]` of `dtype`, for the op model's unit tests.
+#[cfg(test)]
+pub(crate) fn checked_matmul(m: u64, k: u64, n: u64, dtype: &str) -> Checked {
+    OpSpec::from_json(&format!(
+        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
+    ))
+    .and_then(|op| op.check())
+    .expect("a valid matmul spec")
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -653,14 +663,4 @@ mod tests {
                 .unwrap_err();
         assert!(e.to_string().contains("params.shapes[1]"), "{e}");
     }
-}
-
-/// A checked matmul `[m, k] x [k, n]` of `dtype`, for the op model's unit tests.
-#[cfg(test)]
-pub(crate) fn checked_matmul(m: u64, k: u64, n: u64, dtype: &str) -> Checked {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .and_then(|op| op.check())
-    .expect("a valid matmul spec")
 }
