@@ -456,9 +456,10 @@ fn search(
                 let w_hbm = if resident.rhs { 0.0 } else { w_bytes };
                 let vmem = vmem1 * tbf;
                 let n_passes = tn.div_ceil(width) as f64;
+                // A chip with a faster 8-bit MXU also loads 8-bit weight tiles faster (dtype_f < 1).
                 let mxu_iter = tbf
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
-                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles);
+                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles * dtype_f.min(1.0));
                 let xlu_iter = transpose.map_or(0.0, |t| tbf * tkb as f64 * n_passes / count * t);
                 let mxu_iter = mxu_iter.max(xlu_iter);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
