@@ -281,13 +281,7 @@ fn channel_minor_convolution_copies_move_rows() {
 /// the output copy is its elements, 2 x 16 x 16 x 256 / 1,024 = 128 blocks.
 #[test]
 fn copies_into_tiles_of_fewer_than_eight_rows_write_a_block_per_tile() {
-    let module = |w: u64| {
-        format!(
-            "HloModule m\n\nENTRY main {{\n  x = bf16[2,14,{w},256]{{3,2,1,0}} parameter(0)\n  \
-             k = bf16[1,1,256,256]{{3,2,1,0}} parameter(1)\n  ROOT c = bf16[2,14,{w},256]{{3,2,1,0}} \
-             convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
-        )
-    };
+    let module = |w: u64| one_by_one_conv(14, w, 256);
     for chip in ["v4", "v5e", "v6e", "tpu7x"] {
         let c = cost_on(&module(14), chip);
         let names: Vec<&str> = c.kernels.iter().map(|k| k.name.as_str()).collect();
@@ -299,11 +293,20 @@ fn copies_into_tiles_of_fewer_than_eight_rows_write_a_block_per_tile() {
         assert_eq!(c.kernels[0].cycles, row_relayout_cycles(chip, 98.0), "{chip}");
         assert_eq!(c.kernels[3].cycles, row_relayout_cycles(chip, 245.0), "{chip}");
         assert_eq!(c.kernels[5].cycles, row_relayout_cycles(chip, 245.0), "{chip}");
-        let wide = cost_on(&module(16).replace("[2,14,16,", "[2,16,16,"), chip);
+        let wide = cost_on(&one_by_one_conv(16, 16, 256), chip);
         let out = wide.kernels.last().unwrap();
         assert_eq!(out.name, "c.relayout", "{chip}");
         assert_eq!(out.cycles, row_relayout_cycles(chip, 128.0), "{chip}");
     }
+}
+
+/// A bf16 1x1 convolution of a batch of 2 `[2, h, w, c]` images into `c` channels, row-major (NHWC).
+fn one_by_one_conv(h: u64, w: u64, c: u64) -> String {
+    format!(
+        "HloModule m\n\nENTRY main {{\n  x = bf16[2,{h},{w},{c}]{{3,2,1,0}} parameter(0)\n  \
+         k = bf16[1,1,{c},{c}]{{3,2,1,0}} parameter(1)\n  ROOT c = bf16[2,{h},{w},{c}]{{3,2,1,0}} \
+         convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
+    )
 }
 
 /// A small-batch convolution's input is padded to the window unless the window is unpadded with a unit stride
@@ -314,13 +317,7 @@ fn copies_into_tiles_of_fewer_than_eight_rows_write_a_block_per_tile() {
 /// test above).
 #[test]
 fn an_unpadded_window_over_whole_tiles_is_not_padded() {
-    let module = |w: u64| {
-        format!(
-            "HloModule m\n\nENTRY main {{\n  x = bf16[2,16,{w},128]{{3,2,1,0}} parameter(0)\n  \
-             k = bf16[1,1,128,128]{{3,2,1,0}} parameter(1)\n  ROOT c = bf16[2,16,{w},128]{{3,2,1,0}} \
-             convolution(x, k), window={{size=1x1}}, dim_labels=b01f_01io->b01f\n}}\n"
-        )
-    };
+    let module = |w: u64| one_by_one_conv(16, w, 128);
     for chip in ["v5e", "v6e"] {
         let names = |w| -> Vec<String> { cost_on(&module(w), chip).kernels.into_iter().map(|k| k.name).collect() };
         assert_eq!(names(16), ["x.relayout", "c", "c.crop", "c.relayout"], "{chip}");

@@ -488,10 +488,7 @@ fn relayout_kernel(
 /// window, read and written, timed as the windows' copies (a transpose) over its padded blocks.
 fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: &ChipModel) -> KernelCost {
     let node = &g.nodes[w.input];
-    let elem_bytes = match &node.ins.shape {
-        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
-        _ => 4,
-    };
+    let elem_bytes = element_bytes(&node.ins.shape);
     let bytes = w.stacked_elements.saturating_mul(elem_bytes);
     let kernel = Kernel {
         name: "copy",
@@ -507,6 +504,14 @@ fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: 
     added_copy(format!("{}.stack", node.ins.name), &kernel, chip)
 }
 
+/// Bytes of one element of an array `shape` (whole bytes, at least one); 4 for a tuple.
+fn element_bytes(shape: &Shape) -> u64 {
+    match shape {
+        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
+        _ => 4,
+    }
+}
+
 /// [`relayout_kernel`] of `blocks` blocks of vector work.
 fn copy_kernel(
     g: &Graph<'_>,
@@ -519,10 +524,7 @@ fn copy_kernel(
 ) -> Result<KernelCost, HloError> {
     let node = &g.nodes[v];
     let s = sizer.shape(&node.ins.shape)?;
-    let elem_bytes = match &node.ins.shape {
-        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
-        _ => 4,
-    };
+    let elem_bytes = element_bytes(&node.ins.shape);
     let kernel = Kernel {
         name: "copy",
         work: Work::Vpu {
