@@ -405,6 +405,8 @@ fn search(
     let k_per_block = (k_tile as f64 / kb_tap as f64).min(width as f64);
     let conv_f = if w.conv { p.conv_factor } else { 1.0 };
     let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
+    // A chip with a faster 8-bit MXU also loads 8-bit weight tiles faster; nothing else scales the loads.
+    let load_f = mxu_dtype_factor(p, w.dtype).min(1.0);
     let r_out = if w.out_bits <= 16 {
         p.mm_out_16bit
     } else {
@@ -456,10 +458,9 @@ fn search(
                 let w_hbm = if resident.rhs { 0.0 } else { w_bytes };
                 let vmem = vmem1 * tbf;
                 let n_passes = tn.div_ceil(width) as f64;
-                // A chip with a faster 8-bit MXU also loads 8-bit weight tiles faster (dtype_f < 1).
                 let mxu_iter = tbf
                     * (tm as f64 * tkb as f64 * n_passes / count * dtype_f
-                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles * dtype_f.min(1.0));
+                        + tkb as f64 * n_passes / count * p.mxu_weight_load_cycles * load_f);
                 let xlu_iter = transpose.map_or(0.0, |t| tbf * tkb as f64 * n_passes / count * t);
                 let mxu_iter = mxu_iter.max(xlu_iter);
                 let out_blocks = tbf * tm as f64 * tn as f64 / 1024.0;
