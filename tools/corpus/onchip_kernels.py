@@ -2,7 +2,10 @@
 """MXU (kOutput) fusion estimates of the corpus's optimized entry modules, by where their operands and result
 live (VMEM `S(1)` or HBM), per chip: the evidence of `sim-tpu/src/hlo/onchip_kernel.rs`.
 
-Usage: tools/corpus/onchip_kernels.py OPT_DIR RECORDS_JSONL_GZ [--split fit|heldout|all] [--list]
+Usage: tools/corpus/onchip_kernels.py OPT_DIR RECORDS_JSONL_GZ [--split fit|heldout|all] [--list | --smallest]
+`--smallest` prints instead, per chip, the smallest kOutput fusion estimate anywhere in the module (loop bodies
+included) whose non-scalar operands are all on chip (`S(1)`, or v4's CMEM `S(3)`): the `onchip_mxu_launch_cycles`
+of `sim-tpu/src/hlo/calibration.json` (read off the fit records, not fitted; `hlo_fit` carries it over).
 (OPT_DIR: the generator's `opt/` folder of `<program>@<chip>.txt.gz`; RECORDS: testdata/hlo/corpus/records.jsonl.gz).
 Kernels of at most 256 KiB of operands and result are counted (their estimate is mostly the launch); operands of
 4 bytes or less (scalars) are ignored. Never run by tests.
@@ -49,6 +52,31 @@ def entry_kernels(path):
     return out
 
 
+def smallest_onchip(opt_dir, splits, split):
+    """Per chip, (estimate, record, fusion) of the cheapest kOutput fusion reading only on-chip operands."""
+    best = {}
+    for path in sorted(glob.glob(os.path.join(opt_dir, "*.txt.gz"))):
+        rid = os.path.basename(path)[: -len(".txt.gz")]
+        if rid not in splits or (split != "all" and splits[rid] != split):
+            continue
+        chip, shapes = rid.split("@")[1], {}
+        for line in gzip.open(path, "rt"):
+            m = INSTR.match(line)
+            if not m:
+                continue
+            name, shape, op, args = m.groups()
+            shapes[name] = shape
+            est = re.search(r'"estimated_cycles":"(\d+)"', line)
+            if op != "fusion" or "kind=kOutput" not in line or not est:
+                continue
+            operands = [shapes.get(a.strip().lstrip("%"), "") for a in args.split(",") if a.strip().startswith("%")]
+            ins = [s for s in operands if nbytes(s) > 4]
+            if ins and all("S(1)" in s or "S(3)" in s for s in ins) and int(est.group(1)) < best.get(chip, (1 << 62,))[0]:
+                best[chip] = (int(est.group(1)), rid, name)
+    for chip, (est, rid, name) in sorted(best.items()):
+        print(f"{chip:6} onchip_mxu_launch_cycles {est:6}  ({rid} {name})")
+
+
 def main():
     if len(sys.argv) < 3:
         sys.exit(__doc__)
@@ -59,6 +87,9 @@ def main():
     for line in gzip.open(records, "rt"):
         r = json.loads(line)
         splits[r["id"]] = r["split"]
+    if "--smallest" in sys.argv:
+        smallest_onchip(opt_dir, splits, split)
+        return
     cells = collections.defaultdict(list)
     for path in sorted(glob.glob(os.path.join(opt_dir, "*.txt.gz"))):
         rid = os.path.basename(path)[: -len(".txt.gz")]
