@@ -997,7 +997,8 @@ fn vmem_resident_compute(blocks: Blocks, hp: &HloParams) -> f64 {
 }
 
 /// Whether a dot operand's value comes from VMEM: an intermediate placed there, or computed in the kernel from
-/// inputs that (but for at most a sixteenth of its bytes: biases, scales) are in VMEM.
+/// inputs that (but for at most a sixteenth of its bytes: biases, scales) are in VMEM or are products of the same
+/// kernel ([`super::chained_layer`]).
 fn operand_resident(
     g: &Graph<'_>,
     k: &Group,
@@ -1016,7 +1017,9 @@ fn operand_resident(
         if !seen.insert(n) {
             continue;
         }
-        if k.members.contains(&n) {
+        if super::chained_layer::produced_on_chip(g, k, n) {
+            any_vmem = true;
+        } else if k.members.contains(&n) {
             stack.extend(g.nodes[n].operands.iter().copied());
         } else if in_vmem.contains(&n) {
             any_vmem = true;

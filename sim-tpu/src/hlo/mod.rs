@@ -20,6 +20,7 @@
 
 mod batchnorm;
 pub mod bytes;
+mod chained_layer;
 pub mod collective;
 mod conv_backward;
 mod conv_depthwise;
