@@ -171,8 +171,8 @@ fn built_tuple_element(g: &Graph<'_>, n: usize) -> Option<usize> {
     t.operands.get(node.ins.tuple_index()?).copied()
 }
 
-/// Whether user `w` of node `tuple`, which `from` feeds, reads `from`'s value: always, except a `get-tuple-element` of a tuple built in the
-/// graph that reads another element. jax's `where` under differentiation returns its selected scores and its
+/// Whether user `w` of node `tuple`, which `from` feeds, reads `from`'s value: always, except a
+/// `get-tuple-element` of a tuple built in the graph that reads another element. jax's `where` under differentiation returns its selected scores and its
 /// broadcast mask in one call's tuple; the gradient reads only the mask, so it does not recompute the scores
 /// (the masked product of a matmul) in its own kernels. Evidence (reference sample, optimized modules):
 /// attention.b8_s1024_h12_dh64_fwdbwd_bf16 on v6e: the gradient kernels of `q` and `k`
