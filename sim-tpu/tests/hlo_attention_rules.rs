@@ -280,3 +280,39 @@ fn a_matmul_operand_computed_from_wider_inputs_streams_them() {
     assert_eq!(narrow.kernels.len(), 1, "{:?}", narrow.kernels);
     assert!(narrow.kernels[0].cycles < 1_000_000, "{:?}", narrow.kernels[0]);
 }
+
+/// Causal scores masked by a call that returns the masked scores and the mask in one tuple (jax's `where` under
+/// differentiation): `sel = select(mask, s, -1e30)` with `s = q k^T`, its row max `rm`, and the gradient
+/// `gm = select(mask, g, 0)` reading only the tuple's mask. The kernel of the gradient's product `dq = gm k` computes `gm` from `g` and
+/// the mask; it does not recompute `sel` (nor read the scores `s` it is made from): the compiler's gradient
+/// kernels of attention.b8_s1024_h12_dh64_fwdbwd_bf16 read `exp`, `dP` and the mask, never the scores.
+/// Its HBM bytes are `g`, `k` and the result (3 x 8 x 128 x 128 x 4 B = 1,572,864 B) and the mask
+/// (8 x 128 x 128 x 1 B = 131,072 B): 1,703,936 B; recomputing `sel` would read `s` too (524,288 B more).
+#[test]
+fn a_tuple_element_is_read_only_by_the_users_of_that_element() {
+    let text = "HloModule m\n\n\
+max_f {\n  a = f32[] parameter(0)\n  b = f32[] parameter(1)\n  ROOT x = f32[] maximum(a, b)\n}\n\n\
+where_f {\n  m = pred[8,128,128]{2,1,0} parameter(0)\n  x = f32[8,128,128]{2,1,0} parameter(1)\n  \
+c = f32[] constant(-1e+30)\n  cb = f32[8,128,128]{2,1,0} broadcast(c), dimensions={}\n  \
+sel = f32[8,128,128]{2,1,0} select(m, x, cb)\n  ROOT t = (f32[8,128,128]{2,1,0}, pred[8,128,128]{2,1,0}) tuple(sel, m)\n}\n\n\
+ENTRY main {\n  q = f32[8,128,128]{2,1,0} parameter(0)\n  k = f32[8,128,128]{2,1,0} parameter(1)\n  \
+g = f32[8,128,128]{2,1,0} parameter(2)\n  mask = pred[8,128,128]{2,1,0} parameter(3)\n  \
+s = f32[8,128,128]{2,1,0} dot(q, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={2}\n  \
+w = (f32[8,128,128]{2,1,0}, pred[8,128,128]{2,1,0}) call(mask, s), to_apply=where_f\n  \
+ws = f32[8,128,128]{2,1,0} get-tuple-element(w), index=0\n  wm = pred[8,128,128]{2,1,0} get-tuple-element(w), index=1\n  \
+z = f32[] constant(0)\n  zb = f32[8,128,128]{2,1,0} broadcast(z), dimensions={}\n  \
+gm = f32[8,128,128]{2,1,0} select(wm, g, zb)\n  \
+dq = f32[8,128,128]{2,1,0} dot(gm, k), lhs_batch_dims={0}, lhs_contracting_dims={2}, rhs_batch_dims={0}, rhs_contracting_dims={1}\n  \
+ninf = f32[] constant(-inf)\n  rm = f32[8,128]{1,0} reduce(ws, ninf), dimensions={2}, to_apply=max_f\n  \
+ROOT r = (f32[8,128]{1,0}, f32[8,128,128]{2,1,0}) tuple(rm, dq)\n}\n";
+    let (chip, hp) = bare_v5p();
+    let c = cost_module_with(&HloModule::parse(text).unwrap(), &chip, &hp).unwrap();
+    let dq = c
+        .kernels
+        .iter()
+        .find(|k| k.instructions.iter().any(|i| i == "dq"))
+        .expect("a kernel computes dq");
+    assert!(dq.instructions.iter().any(|i| i == "gm"), "{:?}", dq.instructions);
+    assert!(!dq.instructions.iter().any(|i| i == "sel"), "{:?}", dq.instructions);
+    assert_eq!(dq.hbm_bytes, 3 * 8 * 128 * 128 * 4 + 8 * 128 * 128, "{:?}", c.kernels);
+}
