@@ -159,3 +159,51 @@ fn a_short_row_statistic_gets_its_own_kernel() {
         assert!(k.hbm_bytes <= 1024, "{k:?}");
     }
 }
+
+/// `sum(exp(x))` over the rows of `x` ([rows, cols] of `dtype`, widened to f32 first when bf16): one reduce kernel.
+fn exp_sum(dtype: &str, rows: u64, cols: u64) -> String {
+    let widen = if dtype == "f32" {
+        "  c = f32[R,C]{1,0} add(x, x)\n".to_string()
+    } else {
+        "  c = f32[R,C]{1,0} convert(x)\n".to_string()
+    };
+    format!(
+        "HloModule m\n\n{ADD}ENTRY main {{\n  x = {dtype}[R,C]{{1,0}} parameter(0)\n{widen}  \
+         e = f32[R,C]{{1,0}} exponential(c)\n  zero = f32[] constant(0)\n  \
+         ROOT s = f32[R]{{0}} reduce(e, zero), dimensions={{1}}, to_apply=add_f\n}}\n"
+    )
+    .replace("R,", &format!("{rows},"))
+    .replace("[R]", &format!("[{rows}]"))
+    .replace(",C]", &format!(",{cols}]"))
+}
+
+/// Total cycles of `text` on v6e with round constants: ops 0.5 cycles a block, the loop pipeline 10 a block and 4
+/// more per full-size stream, the cross-lane work 3 a block, and HBM fast enough (10^6 B a cycle) that no kernel
+/// here waits on it.
+fn exp_sum_cost(text: &str) -> u64 {
+    let chip = ChipModel::preset("v6e").unwrap();
+    let mut hp = hlo_params().into_iter().find(|h| h.name == "v6e").unwrap();
+    hp.fused_op_cycles = 0.5;
+    hp.loop_block_cycles = 10.0;
+    hp.stream_block_cycles = 4.0;
+    hp.row_block_cycles = 3.0;
+    hp.hbm_bytes_per_cycle = 1e6;
+    let c = cost_module_with(&HloModule::parse(text).unwrap(), &chip, &hp).unwrap();
+    assert_eq!(c.kernels.len(), 1, "{:?}", c.kernels);
+    c.total_cycles
+}
+
+/// A softmax sum over bf16 logits widened to f32 (the reference sample's softmax_xent.n1024_v32768_fwd_bf16,
+/// `exponential_reduce_fusion`): 1024 x 32768 elements are 32,768 blocks. Over f32 logits the kernel pays the
+/// pipeline with one whole stream, 32,768 x (10 + 4) = 458,752 cycles, and the cross-lane work, 3 x 32,768 =
+/// 98,304 (the ops, 2 x 0.5 a block, stay below). Over bf16 logits the stream counts half (10 + 4 / 2 = 12 a
+/// block: 393,216) and the cross-lane work hides: 163,840 cycles less, the same launch. Rows of 4,096 (bf16
+/// [8192,4096], as many blocks) keep the whole cost, as the f32 kernel does.
+#[test]
+fn a_long_row_sum_of_widened_16_bit_logits_streams_half_and_hides_its_cross_lane_work() {
+    let f32_long = exp_sum_cost(&exp_sum("f32", 1024, 32768));
+    let bf16_long = exp_sum_cost(&exp_sum("bf16", 1024, 32768));
+    let bf16_short = exp_sum_cost(&exp_sum("bf16", 8192, 4096));
+    assert_eq!(f32_long - bf16_long, 458_752 + 98_304 - 393_216);
+    assert_eq!(bf16_short, f32_long);
+}

@@ -310,6 +310,38 @@ fn a_gather_from_a_table_that_fits_on_chip_copies_it_there_first() {
     assert_eq!(cost_on(&gather(1_048_576), "v5e").kernels.len(), 1);
 }
 
+/// A gather from a table at least one 128-lane row wide needs no copies: the compiler keeps its row-major entry
+/// layout and gathers in place (corpus embedding.000, bf16[88182,256]; the reference sample's
+/// softmax_xent.n512_v32768_fwdbwd_f32 picking each row's label from f32[512,32768] logits). The 100-wide table of
+/// the test above, widened to 128 or 256 lanes, or the logits' per-element gather, is one kernel, the gather;
+/// 127 lanes is still copied both ways.
+#[test]
+fn a_gather_from_a_table_a_lane_row_wide_or_wider_is_not_copied() {
+    let rows = |width: u64| {
+        format!(
+            "HloModule m\n\nENTRY main {{\n  t = bf16[5754,{width}]{{1,0}} parameter(0)\n  i = s32[256,1]{{1,0}} parameter(1)\n  \
+             ROOT g = bf16[256,{width}]{{1,0}} gather(t, i), offset_dims={{1}}, collapsed_slice_dims={{0}}, \
+             start_index_map={{0}}, index_vector_dim=1, slice_sizes={{1,{width}}}\n}}\n"
+        )
+    };
+    for (width, kernels) in [(127, 3), (128, 1), (256, 1)] {
+        for chip in ["v4", "v5e", "v6e"] {
+            let c = cost_on(&rows(width), chip);
+            assert_eq!(c.kernels.len(), kernels, "{width} lanes on {chip}: {:?}", c.kernels);
+        }
+    }
+    // take_along_axis: one element of each of 512 rows of f32[512,32768] (64 MiB, within v6e's on-chip budget).
+    let elements = "HloModule m\n\nENTRY main {\n  t = f32[512,32768]{1,0} parameter(0)\n  \
+                    i = s32[512,1,1]{2,1,0} parameter(1)\n  \
+                    ROOT g = f32[512,1]{1,0} gather(t, i), offset_dims={}, collapsed_slice_dims={1}, \
+                    start_index_map={1}, operand_batching_dims={0}, start_indices_batching_dims={0}, \
+                    index_vector_dim=2, slice_sizes={1,1}\n}\n";
+    for chip in ["v4", "v5e", "v6e"] {
+        let names: Vec<String> = cost_on(elements, chip).kernels.iter().map(|k| k.name.clone()).collect();
+        assert_eq!(names, ["g"], "{chip}");
+    }
+}
+
 /// A dynamic-update-slice writes its [1,128,512] f32 update (262,144 B, tile-aligned) into a f32[199,128,512]
 /// buffer in place: the kernel reads the update and writes it, 2 x 262,144 B of HBM traffic, not the 52 MB
 /// buffer (corpus scan.011: 3,869 cycles per step on v5e for such a step).

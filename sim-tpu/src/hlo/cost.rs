@@ -953,12 +953,15 @@ fn loop_body(
             .map(|s| 2.0 * s.padded_elements as f64 >= blocks.max * VREG_ELEMENTS as f64)
             .unwrap_or(false)
     };
-    let streams = (k
+    let full_inputs: Vec<usize> = k
         .inputs
         .iter()
-        .filter(|i| !is_scalar_constant(&g.nodes[**i]) && !windowed.contains_key(i) && full(i))
-        .count()
-        + k.outputs.iter().filter(|o| full(o)).count()) as f64;
+        .copied()
+        .filter(|i| !is_scalar_constant(&g.nodes[*i]) && !windowed.contains_key(i) && full(i))
+        .collect();
+    let full_outputs: Vec<usize> = k.outputs.iter().copied().filter(|o| full(o)).collect();
+    // 16-bit streams widened in the kernel count their share ([`super::widened_stream`]).
+    let streams = super::widened_stream::stream_count(g, k, &full_inputs, &full_outputs);
     let streamed = k
         .inputs
         .iter()
@@ -967,11 +970,11 @@ fn loop_body(
     let compute = if streamed {
         blocks
             .vpu
-            .max(blocks.max * (hp.loop_block_cycles + hp.stream_block_cycles * streams))
+            .max(blocks.max * (hp.loop_block_cycles + hp.stream_block_cycles * streams.weight))
     } else {
         vmem_resident_compute(blocks, hp)
     };
-    let rows = if streamed && super::cross_lane::crosses_lanes(g, k) {
+    let rows = if streamed && streams.rows && super::cross_lane::crosses_lanes(g, k) {
         blocks.max * hp.row_block_cycles.max(0.0)
     } else {
         0.0

@@ -66,6 +66,7 @@ mod sublane_slice;
 mod temp;
 mod update_fusion;
 mod vmem_copy;
+mod widened_stream;
 mod written_once;
 
 pub use cost::{cost_module, cost_module_with, hlo_params, HloParams, KernelCost, ModuleCost};

@@ -437,7 +437,15 @@ fn lane_moved_activation(g: &Graph<'_>, k: &Group, sizer: &Sizer) -> Result<Opti
 /// VMEM (CMEM on v4) and gathers there, writing the rows transposed (`{0,1}`), then copies them to row-major.
 /// Evidence (compiler corpus, embedding family, every chip): embedding.001 (bf16[5754,100] table, 256 ids) on
 /// v5e: a copy of the table into S(1), 8,780 cycles, and a copy of the bf16[256,100]{0,1} rows, 2,116 cycles,
-/// around a gather that carries no estimate; so too embedding.005 and .012. Returns (before, after).
+/// around a gather that carries no estimate; so too embedding.005 and .012. Only a table narrower than one
+/// 128-lane row is copied: the compiler gives it a column-major entry layout (`{0,1}`) that a row gather cannot
+/// read. A wider table keeps its row-major entry layout and is gathered where it is, at most prefetched into
+/// VMEM by an asynchronous `copy-start` that no kernel waits on, and its rows come out row-major: no copy kernel
+/// on either side. Evidence (compiler corpus, every chip): embedding.000, .003, .004, .016, .018 (256-wide
+/// tables) and .014, .019 (128-wide) have no copy of the table or the rows, where .001, .002, .005-.013 and .015
+/// (16 to 100 wide) have both; the reference sample's softmax_xent.n512_v32768_fwdbwd_f32 gathers each row's
+/// label from its f32[512,32768] logits parameter with no copy on v4, v5e or v6e (tpusim's 334,756-cycle table
+/// copy made it 1.53 times the compiler's on v6e). Returns (before, after).
 pub(super) fn gather_copies(
     g: &Graph<'_>,
     k: &Group,
@@ -453,7 +461,10 @@ pub(super) fn gather_copies(
     };
     let on_chip = chip.prefetch_budget_bytes.max(chip.cmem_bytes);
     let bytes = sizer.shape(&g.nodes[table].ins.shape)?.padded_bytes;
-    if g.nodes[table].ins.opcode != "parameter" || bytes > on_chip {
+    let row_major = dims_of(&g.nodes[table].ins.shape)
+        .last()
+        .is_none_or(|&minor| minor >= GATHER_LANES);
+    if g.nodes[table].ins.opcode != "parameter" || bytes > on_chip || row_major {
         return Ok((None, None));
     }
     Ok((
@@ -468,6 +479,9 @@ pub(super) fn gather_copies(
         )?),
     ))
 }
+
+/// Lanes of a vector register row: a gather table at least this wide keeps its row-major entry layout.
+const GATHER_LANES: u64 = 128;
 
 /// A copy of node `v`'s array into another layout, timed as the op model's vector `class` (a transpose, or a
 /// row relayout when the lanes stay: [`conv_copy_class`]) of as many elements; named `<v>.<what>`.
