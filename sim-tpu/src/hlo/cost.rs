@@ -1182,7 +1182,12 @@ fn temp_bytes(
 ) -> Result<u64, HloError> {
     let mxu_on_chip = mxu_results_on_chip(chip);
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
+    // A chained product's result is never a whole buffer ([`super::dot_chain`]).
+    let chained = super::dot_chain::chained_results(g, kernels);
     let bytes = |o: usize| -> Result<u64, HloError> {
+        if chained.contains(&o) {
+            return Ok(0);
+        }
         if let Some(b) = super::temp::loop_result_bytes(g, o, &outputs, sizer)? {
             return Ok(b);
         }
@@ -1385,6 +1390,8 @@ fn cost_graph(
         streamed_once = super::operand_prefetch::streamed_once(g, &groups, cross, sizer, chip)?;
         in_vmem.extend(streamed_once.keys());
     }
+    // A batched matmul's result only the next batched matmul reads stays on chip ([`super::dot_chain`]).
+    in_vmem.extend(super::dot_chain::chained_results(g, &groups));
     let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
     // The convolution copies' temporaries: live only around their kernel, so they raise the peak at most to
