@@ -24,6 +24,7 @@ pub mod collective;
 mod conv_backward;
 mod conv_depthwise;
 mod conv_prefetch;
+mod conv_result_pass;
 mod conv_strided;
 pub mod corpus;
 pub mod cost;
