@@ -48,6 +48,7 @@ impl<'m> Graph<'m> {
             visited: 0,
         };
         let root = inline(module, comp, None, &mut cx, &mut nodes)?;
+        let root = super::cse::merge_repeated_reductions(module, &mut nodes)[root];
         for i in 0..nodes.len() {
             if is_one_hot_scatter(&nodes, i) {
                 nodes[i].class = OpClass::Elementwise;

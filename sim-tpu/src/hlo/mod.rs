@@ -29,6 +29,7 @@ mod conv_strided;
 pub mod corpus;
 pub mod cost;
 mod cross_lane;
+mod cse;
 mod drain;
 mod epilogue_inputs;
 mod epilogue_reduce;
