@@ -13,9 +13,7 @@
 
 use std::collections::BTreeMap;
 
-use super::graph::Node;
-use super::ir::{HloModule, Operands};
-use super::ops::OpClass;
+use super::ir::{HloModule, Instruction, Operands};
 
 /// What makes two reduce nodes the same value: their operands (a constant by its literal and shape, any other
 /// value by its node), their dimensions, their shape and their reducer's opcodes.
@@ -47,41 +45,42 @@ fn reducer(module: &HloModule, name: Option<&str>) -> Vec<String> {
         .unwrap_or_default()
 }
 
-/// Merges repeated reductions of `nodes` (in topological order): every reader of a repeated `reduce` reads the
-/// first one instead, and the repeated one, read by nothing, is free (no kernel). Returns the map from each node to
-/// the node whose value it is (itself but for the merged ones), for the caller's root.
-pub(super) fn merge_repeated_reductions(module: &HloModule, nodes: &mut [Node<'_>]) -> Vec<usize> {
-    let mut same: Vec<usize> = (0..nodes.len()).collect();
+/// Merges repeated reductions of a flattened graph given as its nodes' instructions `ins` and operand lists
+/// `operands` (in topological order): every reader of a repeated `reduce` reads the first one instead. Returns
+/// the map from each node to the node whose value it is (itself but for the merged ones, which the caller makes
+/// free: read by nothing, no kernel).
+pub(super) fn merge_repeated_reductions(
+    module: &HloModule,
+    ins: &[&Instruction],
+    operands: &mut [Vec<usize>],
+) -> Vec<usize> {
+    let mut same: Vec<usize> = (0..ins.len()).collect();
     let mut first: BTreeMap<Key, usize> = BTreeMap::new();
-    for i in 0..nodes.len() {
-        for o in nodes[i].operands.iter_mut() {
+    for i in 0..ins.len() {
+        for o in operands[i].iter_mut() {
             *o = same[*o];
         }
-        let n = &nodes[i];
-        if n.ins.opcode != "reduce" {
+        let n = ins[i];
+        if n.opcode != "reduce" {
             continue;
         }
-        let operands = n
-            .operands
+        let ops = operands[i]
             .iter()
-            .map(|&o| match &nodes[o].ins.operands {
-                Operands::Literal(text) if nodes[o].ins.opcode == "constant" => {
-                    Operand::Constant(text.clone(), format!("{:?}", nodes[o].ins.shape))
+            .map(|&o| match &ins[o].operands {
+                Operands::Literal(text) if ins[o].opcode == "constant" => {
+                    Operand::Constant(text.clone(), format!("{:?}", ins[o].shape))
                 }
                 _ => Operand::Node(o),
             })
             .collect();
         let key = Key {
-            operands,
-            dims: n.ins.attr("dimensions").unwrap_or("").to_string(),
-            shape: format!("{:?}", n.ins.shape),
-            reducer: reducer(module, n.ins.attr("to_apply")),
+            operands: ops,
+            dims: n.attr("dimensions").unwrap_or("").to_string(),
+            shape: format!("{:?}", n.shape),
+            reducer: reducer(module, n.attr("to_apply")),
         };
         match first.get(&key) {
-            Some(&j) => {
-                same[i] = j;
-                nodes[i].class = OpClass::Free;
-            }
+            Some(&j) => same[i] = j,
             None => {
                 first.insert(key, i);
             }
