@@ -152,7 +152,9 @@ pub(super) fn statistic_passes(
         return Ok(Vec::new());
     };
     let y = sizer.shape(&g.nodes[stats.y].ins.shape)?;
-    let y_blocks = y.padded_elements as f64 / VREG_ELEMENTS as f64;
+    // A convolution's result is swept in its batch-inside layout ([`super::conv_result_pass`]).
+    let y_blocks = super::conv_result_pass::batch_inside_blocks(g, stats.y)
+        .unwrap_or(y.padded_elements as f64 / VREG_ELEMENTS as f64);
     let mut passes = Vec::new();
     for (l, &r) in stats.levels.iter().enumerate() {
         let name = &g.nodes[r].ins.name;

@@ -979,6 +979,14 @@ fn loop_body(
     } else {
         0.0
     };
+    // A convolution's result read whole is swept in its batch-inside layout ([`super::conv_result_pass`]).
+    let whole: Vec<usize> = k
+        .inputs
+        .iter()
+        .filter(|i| !windowed.contains_key(i))
+        .map(|&i| forwarded(g, i))
+        .collect();
+    let compute = compute.max(super::conv_result_pass::pass_floor(g, k, &whole, hp).unwrap_or(0.0));
     let body = compute.max(dma) + rows;
     let bound = if dma > compute { Bound::Hbm } else { Bound::Vpu };
     (body, bound)

@@ -48,6 +48,16 @@ impl<'m> Graph<'m> {
             visited: 0,
         };
         let root = inline(module, comp, None, &mut cx, &mut nodes)?;
+        let ins: Vec<&Instruction> = nodes.iter().map(|n| n.ins).collect();
+        let mut operands: Vec<Vec<usize>> = nodes.iter_mut().map(|n| std::mem::take(&mut n.operands)).collect();
+        let same = super::cse::merge_repeated_reductions(module, &ins, &mut operands);
+        for (i, (n, ops)) in nodes.iter_mut().zip(operands).enumerate() {
+            n.operands = ops;
+            if same[i] != i {
+                n.class = OpClass::Free;
+            }
+        }
+        let root = same[root];
         for i in 0..nodes.len() {
             if is_one_hot_scatter(&nodes, i) {
                 nodes[i].class = OpClass::Elementwise;
