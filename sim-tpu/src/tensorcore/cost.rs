@@ -153,11 +153,19 @@ fn scoped_vmem_bytes(chip: &ChipModel) -> u64 {
 
 /// Times one kernel.
 pub(crate) fn time_kernel(k: &Kernel, chip: &ChipModel) -> KernelCost {
-    time_kernel_with(k, chip, Stationary::KMajor, Narrow::default())
+    time_kernel_with(k, chip, Stationary::KMajor, Narrow::default(), Residency::default())
 }
 
-/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout, and its operands' int8 tiling.
-pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary, tiling: Narrow) -> KernelCost {
+/// [`time_kernel`] with the stationary operand of an MXU kernel and its layout, its operands' int8 tiling, and
+/// which of its operands and result an earlier or later kernel of the op keeps in VMEM (`placed`: no HBM traffic
+/// and no window space for them, beside the operand the compiler prefetches).
+pub(crate) fn time_kernel_with(
+    k: &Kernel,
+    chip: &ChipModel,
+    held: Stationary,
+    tiling: Narrow,
+    placed: Residency,
+) -> KernelCost {
     let p = &chip.params;
     let total_bytes = k.in_bytes + k.out_bytes;
     let resident = (total_bytes as f64) <= p.resident_limit_bytes;
@@ -192,15 +200,15 @@ pub(crate) fn time_kernel_with(k: &Kernel, chip: &ChipModel, held: Stationary, t
             (p.launch_cycles, body, compute, bound, Unit::Vpu)
         }
         Work::Mxu(w) => {
-            let transpose = held.transpose_cycles(p);
-            let plan = search(
-                w,
-                chip,
-                prefetched(w, k.in_bytes, chip),
-                transpose,
-                chip.cmem_bytes == 0,
-                tiling,
-            );
+            let share = super::stationary::packed_transpose_share(p, w.dtype);
+            let transpose = held.transpose_cycles(p).map(|t| t * share);
+            let pre = prefetched(w, k.in_bytes, chip);
+            let resident = Residency {
+                lhs: pre.lhs || placed.lhs,
+                rhs: pre.rhs || placed.rhs,
+                out: pre.out || placed.out,
+            };
+            let plan = search(w, chip, resident, transpose, chip.cmem_bytes == 0, tiling, placed.out);
             windows = plan.iterations;
             vmem_override = Some(plan.vmem_bytes);
             (
@@ -359,7 +367,7 @@ pub fn plan_mxu_layout(w: &MxuWork, chip: &ChipModel, resident: Residency, layou
 /// [`plan_mxu_resident`] whose stationary operand's blocks each take `transpose` cycles on the transpose unit
 /// (`None`: loaded as stored), in parallel with the MXU.
 pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, transpose: Option<f64>) -> MxuPlan {
-    search(w, chip, resident, transpose, false, Narrow::default())
+    search(w, chip, resident, transpose, false, Narrow::default(), false)
 }
 
 /// [`plan_mxu_transposing`] for a standalone op whose `prefetched` operands ([`prefetched`]) were copied on chip
@@ -371,11 +379,20 @@ pub fn plan_mxu_transposing(w: &MxuWork, chip: &ChipModel, resident: Residency, 
 /// windows (iteration bounds [4,1,1]) on tpu7x and v6e, whose 32 MiB scoped VMEM cannot hold x double-buffered
 /// beside any window of y (2 x 16 MiB), and costs the MXU's work plus the launch: 45,748 cycles on tpu7x.
 pub fn plan_mxu_prefetched(w: &MxuWork, chip: &ChipModel, prefetched: Residency, transpose: Option<f64>) -> MxuPlan {
-    search(w, chip, prefetched, transpose, chip.cmem_bytes == 0, Narrow::default())
+    search(
+        w,
+        chip,
+        prefetched,
+        transpose,
+        chip.cmem_bytes == 0,
+        Narrow::default(),
+        false,
+    )
 }
 
 /// The window search; `outside` says resident operands take no window space, `tiling` which int8 operand
-/// windows are re-tiled or ragged on the VPU ([`narrow_vpu_cycles`]).
+/// windows are re-tiled or ragged on the VPU ([`narrow_vpu_cycles`]), `local_result` that the result is an
+/// intermediate the op keeps in VMEM, so a 32-bit result pays no drain ([`result_drain_cycles`]).
 fn search(
     w: &MxuWork,
     chip: &ChipModel,
@@ -383,6 +400,7 @@ fn search(
     transpose: Option<f64>,
     outside: bool,
     tiling: Narrow,
+    local_result: bool,
 ) -> MxuPlan {
     let p = &chip.params;
     let width = chip.mxu.width;
@@ -407,11 +425,7 @@ fn search(
     let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
     // A chip with a faster 8-bit MXU also loads 8-bit weight tiles faster; nothing else scales the loads.
     let load_f = mxu_dtype_factor(p, w.dtype).min(1.0);
-    let r_out = if w.out_bits <= 16 {
-        p.mm_out_16bit
-    } else {
-        p.mm_out_32bit
-    };
+    let r_out = result_drain_cycles(p, w.out_bits, local_result);
     let bw = chip.hbm.op_stream_bytes_per_cycle.max(1e-9);
     let scoped = chip.scoped_vmem_bytes as f64;
     let mut best: Option<MxuPlan> = None;
@@ -516,6 +530,24 @@ fn search(
     // Every split list starts with 1, so at least one plan was recorded.
     best.or(fallback)
         .expect("window search visits at least one configuration")
+}
+
+/// VPU cycles per 1024 result elements of an MXU kernel's result drain: `mm_out_16bit` for a 16-bit result (the
+/// narrowing convert and store), `mm_out_32bit` for a 32-bit one, which is its write towards HBM: fitted on
+/// results that go there, it is the HBM stream itself on v6e (4.85 cycles per 4 KiB vreg, 845 bytes a cycle
+/// against 899) and tpu7x (2.56, 1,600 against 1,865). A 32-bit result kept in VMEM (`local`) drains for nothing.
+///
+/// Evidence: C25.conv2d_nhwc.001 (f32 [4,56,56,29] x [1,1,29,256], every intermediate `S(1)` on v6e and tpu7x):
+/// the compiler's convolution fusion costs 4,160 cycles on both, where the drain alone of its 3,136 f32 result
+/// vregs would take 15,200 on v6e and 8,000 on tpu7x.
+pub fn result_drain_cycles(p: &TcParams, out_bits: u64, local: bool) -> f64 {
+    if out_bits <= 16 {
+        p.mm_out_16bit
+    } else if local {
+        0.0
+    } else {
+        p.mm_out_32bit
+    }
 }
 
 /// VPU cycles of one window's int8 tiling work ([`super::narrow`]): `mm_int8_retile` per 1024 elements of each

@@ -118,7 +118,7 @@ pub fn cost(op: &OpSpec, chip: &ChipModel) -> Result<OpCost, OpError> {
             intermediates::vmem_copy_cost(k, chip)
         } else {
             hbm_bytes += k.in_bytes + k.out_bytes;
-            cost::time_kernel_with(k, chip, held, tiling)
+            cost::time_kernel_with(k, chip, held, tiling, at.residency())
         };
         hbm_bytes_unpadded += k.unpadded_bytes;
         vmem_bytes = vmem_bytes.max(kc.vmem_bytes);

@@ -16,7 +16,7 @@
 
 use super::chip::TcParams;
 use super::lower::{matmul_operands, transposed_result};
-use super::spec::Checked;
+use super::spec::{Checked, Dtype};
 
 /// The stationary operand of an op's MXU kernel and its layout.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
@@ -40,6 +40,24 @@ impl Stationary {
             Stationary::KMinorActivation => Some(p.mxu_act_transpose_cycles),
         }
     }
+}
+
+/// The share of a stationary block's transpose cycles an 8-bit operand takes: on a chip whose MXU multiplies that
+/// 8-bit type faster (`mxu_int8_speedup`, `mxu_fp8_speedup` above 1), its blocks move through the transpose unit
+/// packed, four values a 32-bit lane, so a block takes the rate's share `1 / speedup`; elsewhere, and for wider
+/// types, 1 (v4 and tpu7x transpose an int8 block at the bf16 rate).
+///
+/// Evidence (corpus op records, int8 weight `[K, N]{0,1}`, weights prefetched, cycles after the MXU launch per
+/// 128x128 block and MXU): v5e C25.matmul8.016 ([8,5864] x [5864,3921]: 10,159 cycles, 1,426 blocks) 17.7,
+/// .000 ([8,4480] x [4480,2073]: 6,449, 595 blocks) 17.6, against 45 for a bf16 block; the full rate put them
+/// 1.99x and 1.66x over. v4 (no int8 MXU path) costs .016 at 138 a block, its bf16 rate (54,537 cycles).
+pub fn packed_transpose_share(p: &TcParams, dtype: Dtype) -> f64 {
+    let speedup = match dtype {
+        Dtype::Int8 => p.mxu_int8_speedup,
+        d if d.is_fp8() => p.mxu_fp8_speedup,
+        _ => 1.0,
+    };
+    1.0 / speedup.max(1.0)
 }
 
 /// The stationary operand of `op`'s MXU kernel: for a rank-2 matmul the weight `[K, N]`, or the activation
