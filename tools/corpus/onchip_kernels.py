@@ -34,12 +34,10 @@ def nbytes(shape):
     return total
 
 
-def entry_kernels(path):
-    """(name, estimate, result shape, operand shapes) of each kOutput fusion of the entry."""
-    text = gzip.open(path, "rt").read()
-    body = text[text.index("\nENTRY"):]
-    shapes, out = {}, []
-    for line in body.split("\n")[1:]:
+def kout_fusions(lines):
+    """(name, estimate, result shape, operand shapes) of each estimated kOutput fusion among HLO `lines`."""
+    shapes = {}
+    for line in lines:
         m = INSTR.match(line)
         if not m:
             continue
@@ -48,8 +46,13 @@ def entry_kernels(path):
         est = re.search(r'"estimated_cycles":"(\d+)"', line)
         if op == "fusion" and "kind=kOutput" in line and est:
             operands = [a.strip().lstrip("%") for a in args.split(",") if a.strip().startswith("%")]
-            out.append((name, int(est.group(1)), shape, [shapes.get(o, "") for o in operands]))
-    return out
+            yield name, int(est.group(1)), shape, [shapes.get(o, "") for o in operands]
+
+
+def entry_kernels(path):
+    """The entry computation's kOutput fusions (`kout_fusions`)."""
+    text = gzip.open(path, "rt").read()
+    return list(kout_fusions(text[text.index("\nENTRY"):].split("\n")[1:]))
 
 
 def smallest_onchip(opt_dir, splits, split):
@@ -59,20 +62,11 @@ def smallest_onchip(opt_dir, splits, split):
         rid = os.path.basename(path)[: -len(".txt.gz")]
         if rid not in splits or (split != "all" and splits[rid] != split):
             continue
-        chip, shapes = rid.split("@")[1], {}
-        for line in gzip.open(path, "rt"):
-            m = INSTR.match(line)
-            if not m:
-                continue
-            name, shape, op, args = m.groups()
-            shapes[name] = shape
-            est = re.search(r'"estimated_cycles":"(\d+)"', line)
-            if op != "fusion" or "kind=kOutput" not in line or not est:
-                continue
-            operands = [shapes.get(a.strip().lstrip("%"), "") for a in args.split(",") if a.strip().startswith("%")]
+        chip = rid.split("@")[1]
+        for name, est, _, operands in kout_fusions(gzip.open(path, "rt")):
             ins = [s for s in operands if nbytes(s) > 4]
-            if ins and all("S(1)" in s or "S(3)" in s for s in ins) and int(est.group(1)) < best.get(chip, (1 << 62,))[0]:
-                best[chip] = (int(est.group(1)), rid, name)
+            if ins and all("S(1)" in s or "S(3)" in s for s in ins) and est < best.get(chip, (1 << 62,))[0]:
+                best[chip] = (est, rid, name)
     for chip, (est, rid, name) in sorted(best.items()):
         print(f"{chip:6} onchip_mxu_launch_cycles {est:6}  ({rid} {name})")
 
