@@ -1179,19 +1179,18 @@ fn feeds_only_dots(g: &Graph<'_>, outputs: &BTreeSet<usize>, node: usize) -> boo
 /// Temp bytes as the compiler allocates them: intermediates it keeps on chip (VMEM, or CMEM on v4) are not
 /// temporaries; on a megacore chip without CMEM the two cores both write an MXU kernel's result, which then
 /// cannot sit in one core's VMEM; f32 values feeding only matmuls are stored in bf16; kernels' own scratch
-/// ([`super::temp`]) is live while they run; and the allocation carries a fixed overhead once a kernel's output
-/// lives in HBM.
+/// ([`super::temp`]) is live while they run; a `chained` product's result ([`super::dot_chain`]) is never a whole
+/// buffer; and the allocation carries a fixed overhead once a kernel's output lives in HBM.
 fn temp_bytes(
     g: &Graph<'_>,
     kernels: &[Group],
+    chained: &BTreeSet<usize>,
     sizer: &Sizer,
     chip: &ChipModel,
     hp: &HloParams,
 ) -> Result<u64, HloError> {
     let mxu_on_chip = mxu_results_on_chip(chip);
     let outputs: BTreeSet<usize> = g.outputs().into_iter().collect();
-    // A chained product's result is never a whole buffer ([`super::dot_chain`]).
-    let chained = super::dot_chain::chained_results(g, kernels);
     let bytes = |o: usize| -> Result<u64, HloError> {
         if chained.contains(&o) {
             return Ok(0);
@@ -1398,9 +1397,11 @@ fn cost_graph(
         streamed_once = super::operand_prefetch::streamed_once(g, &groups, cross, sizer, chip)?;
         in_vmem.extend(streamed_once.keys());
     }
-    // A batched matmul's result only the next batched matmul reads stays on chip ([`super::dot_chain`]).
-    in_vmem.extend(super::dot_chain::chained_results(g, &groups));
-    let mut temp = temp_bytes(g, &groups, sizer, chip, hp)?;
+    // A batched matmul's result only the next batched matmul reads stays on chip, never a whole buffer
+    // ([`super::dot_chain`]).
+    let chained = super::dot_chain::chained_results(g, &groups);
+    in_vmem.extend(chained.iter().copied());
+    let mut temp = temp_bytes(g, &groups, &chained, sizer, chip, hp)?;
     let mut nested_temp = 0u64;
     // The convolution copies' temporaries: live only around their kernel, so they raise the peak at most to
     // their own size when nothing else is live.
@@ -1413,7 +1414,7 @@ fn cost_graph(
     for (at, k) in groups.iter().enumerate() {
         let anchor = &g.nodes[k.anchor];
         // A loop's f32 inputs converted to bf16 before it ([`super::loop_convert`]).
-        let mut loop_converts: Vec<super::loop_convert::ConvertedInput> = Vec::new();
+        let mut loop_converts: Vec<super::loop_convert::StateParameter> = Vec::new();
         let mut slice_kernels: Vec<KernelCost> = Vec::new();
         let control_flow = match anchor.ins.opcode.as_str() {
             "while" => Some(KernelKind::While),
@@ -1612,7 +1613,7 @@ fn cost_while(
     chip: &ChipModel,
     hp: &HloParams,
     control: &mut Control,
-) -> Result<(Nested, u64, Vec<super::loop_convert::ConvertedInput>), HloError> {
+) -> Result<(Nested, u64, Vec<super::loop_convert::StateParameter>), HloError> {
     let node = &g.nodes[k.anchor];
     let (cond_comp, body_comp) = loops::parts(module, node)?;
     // The body's graph, when flattened here to read the counter, is the one costed below.
