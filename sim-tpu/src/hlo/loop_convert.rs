@@ -27,18 +27,19 @@ use super::{HloError, KernelCost};
 use crate::tensorcore::lower::{Kernel, VpuClass, Work, VREG_ELEMENTS};
 use crate::tensorcore::ChipModel;
 
-/// An f32 loop input the compiler converts to bf16 before the loop.
+/// A loop state element holding a parameter of the enclosing graph that the body passes through unchanged (an
+/// f32 loop input the compiler may convert to bf16 before the loop).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct ConvertedInput {
+pub(super) struct StateParameter {
     /// The state tuple element holding it.
     pub element: usize,
     /// Its initial value: a parameter node of the enclosing graph.
     pub value: usize,
 }
 
-/// The inputs of the loop whose initial tuple is node `init` of `outer` and whose body is `body` that the
-/// compiler converts to bf16 before the loop, in tuple order.
-pub(super) fn converted_inputs(outer: &Graph<'_>, init: usize, body: &Graph<'_>) -> Vec<ConvertedInput> {
+/// The state elements of the loop whose initial tuple is node `init` of `outer` and whose body is `body` that
+/// hold a parameter of `outer` the body passes through unchanged, in tuple order.
+pub(super) fn passed_parameters(outer: &Graph<'_>, init: usize, body: &Graph<'_>) -> Vec<StateParameter> {
     let init_node = &outer.nodes[init];
     if init_node.ins.opcode != "tuple" {
         return Vec::new();
@@ -47,11 +48,17 @@ pub(super) fn converted_inputs(outer: &Graph<'_>, init: usize, body: &Graph<'_>)
         .operands
         .iter()
         .enumerate()
-        .filter(|&(i, &v)| {
-            outer.nodes[v].ins.opcode == "parameter" && passed_through(body, i) && f32_only_into_matmuls(body, i)
-        })
-        .map(|(element, &value)| ConvertedInput { element, value })
+        .filter(|&(i, &v)| outer.nodes[v].ins.opcode == "parameter" && passed_through(body, i))
+        .map(|(element, &value)| StateParameter { element, value })
         .collect()
+}
+
+/// The inputs of the loop whose initial tuple is node `init` of `outer` and whose body is `body` that the
+/// compiler converts to bf16 before the loop, in tuple order.
+pub(super) fn converted_inputs(outer: &Graph<'_>, init: usize, body: &Graph<'_>) -> Vec<StateParameter> {
+    let mut inputs = passed_parameters(outer, init, body);
+    inputs.retain(|p| f32_only_into_matmuls(body, p.element));
+    inputs
 }
 
 /// Whether the body returns element `i` as it read it.
@@ -123,7 +130,7 @@ pub(super) fn bf16_copy(outer: &Graph<'_>, value: usize) -> Option<ArrayShape> {
 /// array from HBM and writes its bf16 copy, timed by the op model as an unfused convert (a unary VPU op).
 pub(super) fn convert_kernels(
     outer: &Graph<'_>,
-    inputs: &[ConvertedInput],
+    inputs: &[StateParameter],
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<Vec<KernelCost>, HloError> {
@@ -159,7 +166,7 @@ pub(super) fn convert_kernels(
 /// the chip's CMEM: the body reads them on chip. None on a chip without CMEM.
 pub(super) fn in_cmem(
     outer: &Graph<'_>,
-    inputs: &[ConvertedInput],
+    inputs: &[StateParameter],
     sizer: &Sizer,
     chip: &ChipModel,
 ) -> Result<BTreeSet<usize>, HloError> {

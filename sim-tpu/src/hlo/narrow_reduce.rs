@@ -14,7 +14,8 @@ use sim_core::layout::{PrimitiveType, Shape};
 
 use super::graph::Graph;
 
-fn float_type(s: &Shape) -> Option<PrimitiveType> {
+/// The element type of array `s` when it is a floating-point type (f8 to f64, bf16).
+pub(super) fn float_type(s: &Shape) -> Option<PrimitiveType> {
     match s {
         Shape::Array(a) if a.element_type.name().starts_with('f') || a.element_type.name() == "bf16" => {
             Some(a.element_type)

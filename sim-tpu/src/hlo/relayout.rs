@@ -521,7 +521,7 @@ fn stack_kernel(g: &Graph<'_>, w: &super::conv_backward::GradientWindows, chip: 
 /// Bytes of one element of an array `shape` (whole bytes, at least one); 4 for a tuple.
 fn element_bytes(shape: &Shape) -> u64 {
     match shape {
-        Shape::Array(a) => (a.element_type.bit_width() as u64).div_ceil(8).max(1),
+        Shape::Array(a) => a.element_type.byte_width().max(1),
         _ => 4,
     }
 }

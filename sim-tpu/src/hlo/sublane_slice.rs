@@ -155,15 +155,8 @@ pub(super) fn sliced_inputs(slices: &[SublaneSlice]) -> BTreeSet<usize> {
 /// The state elements of the loop whose initial tuple is node `init` of `outer` and whose body is `body` that
 /// hold a parameter of `outer`, passed through unchanged: laid out as `outer`'s caller lays out its arguments.
 pub(super) fn parameter_elements(outer: &Graph<'_>, init: usize, body: &Graph<'_>) -> BTreeSet<usize> {
-    let init_node = &outer.nodes[init];
-    if init_node.ins.opcode != "tuple" {
-        return BTreeSet::new();
-    }
-    init_node
-        .operands
+    super::loop_convert::passed_parameters(outer, init, body)
         .iter()
-        .enumerate()
-        .filter(|&(i, &v)| outer.nodes[v].ins.opcode == "parameter" && super::loop_convert::passed_through(body, i))
-        .map(|(i, _)| i)
+        .map(|p| p.element)
         .collect()
 }

@@ -130,7 +130,7 @@ fn matvec_vector_bytes(g: &Graph<'_>, k: &Group) -> u64 {
         return 0;
     }
     let elements: u64 = dims_of(&v.ins.shape).iter().product();
-    let elem_bytes = (a.element_type.bit_width() as u64).div_ceil(8).max(1);
+    let elem_bytes = a.element_type.byte_width().max(1);
     if elem_bytes == 4 && elements.is_multiple_of(VECTOR_TILE) {
         return 0;
     }
@@ -208,7 +208,7 @@ fn row_major_bytes(g: &Graph<'_>, n: usize) -> u64 {
         return 0;
     };
     let dims = dims_of(&g.nodes[n].ins.shape);
-    let elem_bytes = (a.element_type.bit_width() as u64).div_ceil(8).max(1);
+    let elem_bytes = a.element_type.byte_width().max(1);
     let Some((&minor, rest)) = dims.split_last() else {
         return elem_bytes;
     };
@@ -291,7 +291,7 @@ pub(super) fn loop_result_bytes(
 /// on v5p, 196,608 on v6e.
 pub(super) fn loop_copy_bytes(
     outer: &Graph<'_>,
-    inputs: &[super::loop_convert::ConvertedInput],
+    inputs: &[super::loop_convert::StateParameter],
     sizer: &Sizer,
 ) -> Result<u64, HloError> {
     let mut bytes = 0u64;

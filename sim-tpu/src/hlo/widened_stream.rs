@@ -18,7 +18,7 @@
 //! vregs: the corpus's bf16 layer and RMS norms (rows of 346 to 3,578) cost the compiler at least tpusim's
 //! figures with the whole cost (norm.009 bf16 [19840,3578] 0.86 of the compiler on v4, 0.71 on v6e).
 
-use sim_core::layout::{PrimitiveType, Shape};
+use sim_core::layout::Shape;
 
 use super::bytes::dims_of;
 use super::fusion::Group;
@@ -34,15 +34,9 @@ pub(super) struct StreamCount {
     pub rows: bool,
 }
 
+/// Bits of an element of array `s` when it is a floating-point type.
 fn float_bits(s: &Shape) -> Option<u32> {
-    match s {
-        Shape::Array(a) if is_float(a.element_type) => Some(a.element_type.bit_width()),
-        _ => None,
-    }
-}
-
-fn is_float(t: PrimitiveType) -> bool {
-    t.name().starts_with('f') || t.name() == "bf16"
+    super::narrow_reduce::float_type(s).map(|t| t.bit_width())
 }
 
 /// The streams of kernel `k` (`inputs` and `outputs`, its full-size arrays moved from and to HBM) as its loop
