@@ -423,8 +423,8 @@ fn search(
     let k_per_block = (k_tile as f64 / kb_tap as f64).min(width as f64);
     let conv_f = if w.conv { p.conv_factor } else { 1.0 };
     let dtype_f = mxu_dtype_factor(p, w.dtype) * p.mxu_efficiency * conv_f;
-    // A chip with a faster 8-bit MXU also loads 8-bit weight tiles faster; nothing else scales the loads.
-    let load_f = mxu_dtype_factor(p, w.dtype).min(1.0);
+    // A chip with a faster 8-bit MXU also loads 8-bit weight tiles packed, faster; nothing else scales the loads.
+    let load_f = super::stationary::packed_transpose_share(p, w.dtype);
     let r_out = result_drain_cycles(p, w.out_bits, local_result);
     let bw = chip.hbm.op_stream_bytes_per_cycle.max(1e-9);
     let scoped = chip.scoped_vmem_bytes as f64;

@@ -45,7 +45,8 @@ impl Stationary {
 /// The share of a stationary block's transpose cycles an 8-bit operand takes: on a chip whose MXU multiplies that
 /// 8-bit type faster (`mxu_int8_speedup`, `mxu_fp8_speedup` above 1), its blocks move through the transpose unit
 /// packed, four values a 32-bit lane, so a block takes the rate's share `1 / speedup`; elsewhere, and for wider
-/// types, 1 (v4 and tpu7x transpose an int8 block at the bf16 rate).
+/// types, 1 (v4 and tpu7x transpose an int8 block at the bf16 rate). The MXU's weight-tile loads take the same
+/// share (`cost`'s window search).
 ///
 /// Evidence (corpus op records, int8 weight `[K, N]{0,1}`, weights prefetched, cycles after the MXU launch per
 /// 128x128 block and MXU): v5e C25.matmul8.016 ([8,5864] x [5864,3921]: 10,159 cycles, 1,426 blocks) 17.7,
