@@ -4,27 +4,18 @@
 //! cross-program prefetch into CMEM. Expected values are worked by hand from the chips' datasheet figures
 //! (reference/chips.md) and the stated mechanism, or are the compiler's own record; never read off the model.
 
+mod support;
 use sim_tpu::tensorcore::cost::{prefetched, Residency};
 use sim_tpu::tensorcore::lower::{VpuClass, Work};
 use sim_tpu::tensorcore::{cost, kernels, ChipModel, OpSpec};
-
-fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
+use support::conv::error;
+use support::ops::matmul;
 
 fn conv(input: [u64; 4], kernel: [u64; 4], stride: u64, dtype: &str) -> OpSpec {
     OpSpec::from_json(&format!(
         r#"{{"op":"conv2d_nhwc","params":{{"input":{input:?},"kernel_hwio":{kernel:?},"stride":{stride},"padding":"SAME","dtype":"{dtype}"}}}}"#
     ))
     .unwrap()
-}
-
-fn error(pred: u64, compiler: u64) -> f64 {
-    let (p, e) = (pred as f64, compiler as f64);
-    p.max(e) / p.min(e) - 1.0
 }
 
 #[test]

@@ -3,21 +3,12 @@
 //! worked by hand in each test or are the compiler's own records (v4 probes of `[8, K] x [K, 6656]`, the
 //! evidence in `tensorcore::narrow`); never read off the model.
 
+mod support;
 use sim_tpu::tensorcore::cost::narrow_vpu_cycles;
 use sim_tpu::tensorcore::narrow::Narrow;
-use sim_tpu::tensorcore::{cost, ChipModel, OpSpec};
-
-fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
-
-fn error(pred: u64, compiler: u64) -> f64 {
-    let (p, e) = (pred as f64, compiler as f64);
-    p.max(e) / p.min(e) - 1.0
-}
+use sim_tpu::tensorcore::{cost, ChipModel};
+use support::conv::error;
+use support::ops::matmul;
 
 #[test]
 fn each_retiled_window_and_a_ragged_weight_window_cost_per_element() {

@@ -3,27 +3,18 @@
 //! unit, and the kernels the compiler emits around a matrix-vector product on the VPU. Expected values are worked
 //! by hand from the stated mechanism or are the compiler's own records; never read off the model.
 
+mod support;
 use sim_tpu::tensorcore::cost::{plan_mxu_layout, plan_mxu_transposing, MxuLayout, Residency};
 use sim_tpu::tensorcore::lower::{MxuWork, Work};
 use sim_tpu::tensorcore::{cost, kernels, ChipModel, Dtype, OpSpec};
-
-fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
+use support::conv::error;
+use support::ops::matmul;
 
 fn mlp(b: u64, din: u64, dout: u64, dtype: &str) -> OpSpec {
     OpSpec::from_json(&format!(
         r#"{{"op":"mlp_layer","params":{{"B":{b},"Din":{din},"Dout":{dout},"dtype":"{dtype}"}}}}"#
     ))
     .unwrap()
-}
-
-fn error(pred: u64, compiler: u64) -> f64 {
-    let (p, e) = (pred as f64, compiler as f64);
-    p.max(e) / p.min(e) - 1.0
 }
 
 fn names(op: &OpSpec, chip: &ChipModel) -> Vec<&'static str> {

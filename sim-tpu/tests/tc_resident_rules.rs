@@ -4,15 +4,9 @@
 //! compiler's cycles come from the op corpus (tools/corpus/gen_ops.py seed 25).
 
 mod support;
-use sim_tpu::tensorcore::{cost, ChipModel, OpSpec};
+use sim_tpu::tensorcore::{cost, ChipModel};
 use support::conv::{conv, error};
-
-fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
+use support::ops::matmul;
 
 /// `chip` with a transpose unit so slow that an int8 K-minor weight's transposes are all its MXU kernel costs,
 /// and no other per-window cost beside them.

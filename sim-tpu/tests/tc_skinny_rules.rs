@@ -2,16 +2,11 @@
 //! cross-program prefetch of the larger operand, and N = 1 as a VPU matrix-vector product. Expected values are
 //! worked by hand here or taken from the compiler's records, never from the model.
 
+mod support;
 use sim_tpu::tensorcore::cost::{prefetched, Residency};
 use sim_tpu::tensorcore::lower::Work;
 use sim_tpu::tensorcore::{cost, kernels, ChipModel, OpSpec};
-
-fn matmul(m: u64, k: u64, n: u64, dtype: &str) -> OpSpec {
-    OpSpec::from_json(&format!(
-        r#"{{"op":"matmul","params":{{"M":{m},"K":{k},"N":{n},"dtype":"{dtype}"}}}}"#
-    ))
-    .unwrap()
-}
+use support::ops::matmul;
 
 fn mxu_of(op: &OpSpec, chip: &ChipModel) -> (sim_tpu::tensorcore::lower::MxuWork, u64) {
     let ks = kernels(op, chip).unwrap();

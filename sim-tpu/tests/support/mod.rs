@@ -1,3 +1,4 @@
 pub mod conv;
 pub mod hlo;
+pub mod ops;
 pub mod records;
